@@ -1,0 +1,1 @@
+"""Kernel backends (C, CUDA, Metal, OpenCL). Filled in by the codegen issue."""

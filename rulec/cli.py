@@ -1,0 +1,175 @@
+"""The `rulec` command: build, check and show rule sets.
+
+Exit status: 0 on success, 1 when a rule file has errors (or warnings with
+--werror), 2 on bad usage, 130 when interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+from .diagnostics import CompileError, Diagnostic
+
+
+def _print_diagnostics(diags: list[Diagnostic], stream=None) -> None:
+    stream = stream or sys.stderr
+    order = {"error": 0, "warning": 1, "note": 2}
+    for d in sorted(diags, key=lambda d: (order[d.severity], str(d.loc.file if d.loc else ""),
+                                          d.loc.line if d.loc else 0, d.loc.col if d.loc else 0)):
+        print(d.render(), file=stream)
+
+
+def _summary(diags: list[Diagnostic]) -> str:
+    e = sum(d.severity == "error" for d in diags)
+    w = sum(d.severity == "warning" for d in diags)
+    return f"{e} error{'s' * (e != 1)}, {w} warning{'s' * (w != 1)}"
+
+
+def _check_paths(paths: list[str]) -> list[str]:
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        raise SystemExit(_usage_error(f"no such file or directory: {', '.join(missing)}"))
+    return paths
+
+
+def _usage_error(msg: str) -> int:
+    print(f"rulec: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .compiler import compile_project
+    from .build import default_sources
+
+    paths = _check_paths(args.paths) or default_sources()
+    try:
+        project = compile_project(paths)
+    except CompileError as e:
+        _print_diagnostics(e.diagnostics)
+        print(_summary(e.diagnostics), file=sys.stderr)
+        return 1
+    _print_diagnostics(project.diagnostics)
+    n_rules = sum(len(rs.rules) for rs in project.rulesets.values())
+    if not args.quiet:
+        print(f"checked {len(project.files)} file(s), {len(project.rulesets)} rule set(s), {n_rules} rule(s): "
+              f"{_summary(project.diagnostics)}", file=sys.stderr)
+    return 1 if (args.werror and project.warnings) else 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .build import build
+
+    paths = _check_paths(args.paths) or None
+    t0 = time.perf_counter()
+    try:
+        res = build(paths, args.output, force=args.force)
+    except CompileError as e:
+        _print_diagnostics(e.diagnostics)
+        print(_summary(e.diagnostics), file=sys.stderr)
+        return 1
+    _print_diagnostics(res.project.diagnostics)
+    if not args.quiet:
+        ms = (time.perf_counter() - t0) * 1e3
+        print(f"built {len(res.built)} rule set(s), {len(res.reused)} up to date, into {res.out_dir} "
+              f"({ms:.0f} ms)", file=sys.stderr)
+    return 1 if (args.werror and res.project.warnings) else 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from .build import build, default_build_dir
+    from .loader import RuleSetNotFound, load
+
+    paths = _check_paths(args.paths) or None
+    try:
+        res = build(paths, args.output)
+    except CompileError as e:
+        _print_diagnostics(e.diagnostics)
+        return 1
+    if args.name not in res.project.rulesets:
+        import difflib
+
+        close = difflib.get_close_matches(args.name, list(res.project.rulesets), n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        print(f"rulec: error: no rule set named '{args.name}'{hint}", file=sys.stderr)
+        return 1
+    rs = res.project.rulesets[args.name]
+    sections = {s for s in ("rules", "python", "egglog") if getattr(args, s)} or {"rules", "python", "egglog"}
+    out = sys.stdout
+    if "rules" in sections:
+        print(f";; rule set {rs.name} ({rs.loc})", file=out)
+        if rs.doc:
+            print(f";; {rs.doc}", file=out)
+        for inc, loc in rs.include:
+            print(f";; includes {inc} ({loc})", file=out)
+        for r in res.project.rules_of(rs.name):
+            kind = f"call {r.call.module}:{r.call.function}" if r.call else "rewrite"
+            print(f"{r.loc}: {r.ruleset}/{r.name} [{kind}]", file=out)
+    out_dir = res.out_dir
+    del load, RuleSetNotFound, default_build_dir
+    if "python" in sections:
+        print(f"\n;; ---- generated Python ({out_dir / (rs.name + '.py')})", file=out)
+        print((out_dir / f"{rs.name}.py").read_text(), file=out)
+    if "egglog" in sections:
+        print(f"\n;; ---- generated egglog ({out_dir / (rs.name + '.egg')})", file=out)
+        print((out_dir / f"{rs.name}.egg").read_text(), file=out)
+    return 0
+
+
+def make_parser() -> argparse.ArgumentParser:
+    from .build import egglog_version
+
+    p = argparse.ArgumentParser(prog="rulec", description="Compile and inspect rulec rule files.")
+    p.add_argument("--version", action="version", version=f"rulec {__version__} (egglog {egglog_version()})")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("paths", nargs="*", metavar="PATH",
+                        help="rule files or folders (default: the rules/ folder shipped with rulec)")
+        sp.add_argument("-q", "--quiet", action="store_true", help="print diagnostics only")
+        sp.add_argument("--werror", action="store_true", help="treat warnings as errors")
+
+    b = sub.add_parser("build", help="compile rule files into a build folder")
+    common(b)
+    b.add_argument("-o", "--output", metavar="DIR", help="build folder (default: a per-source cache folder)")
+    b.add_argument("--force", action="store_true", help="regenerate every rule set")
+    b.set_defaults(func=cmd_build)
+
+    c = sub.add_parser("check", help="parse and check rule files without writing anything")
+    common(c)
+    c.set_defaults(func=cmd_check)
+
+    s = sub.add_parser("show", help="show a rule set: its rules, generated Python and egglog")
+    s.add_argument("name", metavar="NAME", help="rule-set name")
+    s.add_argument("paths", nargs="*", metavar="PATH", help="rule files or folders (default: rulec's rules/)")
+    s.add_argument("-o", "--output", metavar="DIR", help="build folder")
+    s.add_argument("--rules", action="store_true", help="only the rules and their locations")
+    s.add_argument("--python", action="store_true", help="only the generated Python")
+    s.add_argument("--egglog", action="store_true", help="only the generated egglog")
+    s.set_defaults(func=cmd_show)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except SystemExit as e:
+        return int(e.code or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `rulec show X | head` closes the pipe early; that is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

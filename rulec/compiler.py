@@ -1,0 +1,73 @@
+"""The front half of the compiler: read rule files, parse them, check them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .check import check
+from .diagnostics import CompileError, Diagnostic, Reporter
+from .model import Rule, RuleFile, RuleSetDef
+from .parse import parse_file, rule_files
+
+
+@dataclass
+class Project:
+    """Every rule set of a group of rule files, checked."""
+
+    files: list[Path]
+    sources: dict[str, str]  # path -> text
+    rulesets: dict[str, RuleSetDef]
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "warning"]
+
+    def rules_of(self, name: str) -> list[Rule]:
+        return self.rulesets[name].all_rules(self.rulesets)
+
+    def closure(self, name: str) -> list[str]:
+        """The rule set and everything it includes, transitively."""
+        out: list[str] = []
+        stack = [name]
+        while stack:
+            n = stack.pop()
+            if n in out or n not in self.rulesets:
+                continue
+            out.append(n)
+            stack.extend(i for i, _ in self.rulesets[n].include)
+        return out
+
+
+def display_path(p: Path) -> str:
+    """Paths in diagnostics: relative to the working directory when below it."""
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
+
+def compile_project(paths: list[str | Path]) -> Project:
+    """Parse and check rule files; raises CompileError listing every error (warnings ride along)."""
+    files = rule_files(paths)
+    rep = Reporter()
+    sources: dict[str, str] = {}
+    parsed: list[RuleFile] = []
+    for f in files:
+        name = display_path(f)
+        try:
+            text = f.read_text()
+        except OSError as e:
+            rep.error(None, f"cannot read {name}: {e.strerror or e}")
+            continue
+        sources[name] = text
+        try:
+            parsed.append(parse_file(name, text, rep))
+        except CompileError as e:
+            rep.diagnostics.extend(e.diagnostics)
+    table = check(parsed, rep)
+    if rep.errors:
+        err = CompileError(rep.errors)
+        err.diagnostics = rep.diagnostics  # keep warnings too, errors first when rendered by the CLI
+        raise err
+    return Project(files, sources, table, rep.diagnostics)

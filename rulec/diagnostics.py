@@ -1,0 +1,80 @@
+"""Compiler diagnostics: `file:line:col: error: message`, the source line, and a caret."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A position in a rule file; line and col are 1-based."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+    def shifted(self, cols: int) -> Loc:
+        return Loc(self.file, self.line, self.col + cols)
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    severity: str  # "error" | "warning" | "note"
+    loc: Loc | None
+    message: str
+    length: int = 1
+
+    def render(self, sources: dict[str, list[str]] | None = None) -> str:
+        where = f"{self.loc}: " if self.loc else ""
+        text = f"{where}{self.severity}: {self.message}"
+        if self.loc is None:
+            return text
+        lines = (sources or {}).get(self.loc.file) or _read_lines(self.loc.file)
+        if 1 <= self.loc.line <= len(lines):
+            src = lines[self.loc.line - 1].rstrip("\n").replace("\t", " ")
+            caret = " " * (self.loc.col - 1) + "^" + "~" * max(0, min(self.length, len(src) - self.loc.col + 1) - 1)
+            text += f"\n  {self.loc.line:>4} | {src}\n       | {caret}"
+        return text
+
+
+def _read_lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_text().splitlines()
+    except OSError:
+        return []
+
+
+class CompileError(Exception):
+    """One or more errors in rule files; str() is the rendered diagnostics."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        self.diagnostics = diagnostics
+        super().__init__("\n".join(d.render() for d in diagnostics))
+
+
+@dataclass
+class Reporter:
+    """Collects diagnostics during one compiler run."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def error(self, loc: Loc | None, message: str, length: int = 1) -> None:
+        self.diagnostics.append(Diagnostic("error", loc, message, length))
+
+    def warning(self, loc: Loc | None, message: str, length: int = 1) -> None:
+        self.diagnostics.append(Diagnostic("warning", loc, message, length))
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "warning"]
+
+    def raise_if_errors(self) -> None:
+        if self.errors:
+            raise CompileError(self.errors)

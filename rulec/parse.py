@@ -1,0 +1,179 @@
+"""Rule files (YAML) to the compiler model, with a position for everything.
+
+A rule file maps rule-set names to rule sets:
+
+    my_rules:
+      doc: what these rules do
+      include: [other_set]        # optional: its rules come first
+      rules:
+        - name: add-zero
+          match: (ADD x 0)
+          when: x.dtype == dtypes.index   # optional
+          rewrite: x                      # or  call: package.module:function
+"""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from .diagnostics import Loc, Reporter
+from .model import CallSpec, Rule, RuleFile, RuleSetDef
+from .patterns import PatternError, PatternParser
+from .sexpr import SexprError, read_sexpr
+from .source import YNode, load_yaml
+
+RULESET_KEYS = ("doc", "include", "rules")
+RULE_KEYS = ("name", "doc", "match", "when", "rewrite", "call")
+
+
+def _unknown_key(rep: Reporter, node: YNode, key: str, allowed: tuple[str, ...], what: str) -> None:
+    close = difflib.get_close_matches(key, allowed, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else f" (expected one of: {', '.join(allowed)})"
+    rep.error(node.key_locs[key], f"unknown {what} key '{key}'{hint}", len(key))
+
+
+def parse_file(path: str, text: str, rep: Reporter) -> RuleFile:
+    out = RuleFile(path)
+    root = load_yaml(path, text)
+    if root is None:
+        return out
+    if not isinstance(root.value, dict):
+        rep.error(root.loc, "a rule file maps rule-set names to rule sets")
+        return out
+    for name, node in root.value.items():
+        rs = _parse_ruleset(path, name, root.key_locs[name], node, rep)
+        if rs is not None:
+            out.rulesets.append(rs)
+    return out
+
+
+def _parse_ruleset(path: str, name: str, loc: Loc, node: YNode, rep: Reporter) -> RuleSetDef | None:
+    if not isinstance(node.value, dict):
+        rep.error(node.loc, f"rule set '{name}' must be a mapping with doc, include and rules")
+        return None
+    rs = RuleSetDef(name, loc, path)
+    for key in node.value:
+        if key not in RULESET_KEYS:
+            _unknown_key(rep, node, key, RULESET_KEYS, "rule-set")
+    doc = node.get("doc")
+    if doc is not None:
+        if not isinstance(doc.value, str):
+            rep.error(doc.loc, "doc must be text")
+        else:
+            rs.doc = doc.value.strip()
+    inc = node.get("include")
+    if inc is not None:
+        items = inc.value if isinstance(inc.value, list) else [inc]
+        for it in items:
+            if not isinstance(it.value, str):
+                rep.error(it.loc, "include takes rule-set names")
+            else:
+                rs.include.append((it.value, it.loc))
+    rules = node.get("rules")
+    if rules is None:
+        if not rs.include:
+            rep.error(loc, f"rule set '{name}' has no rules and includes nothing", len(name))
+        return rs
+    if not isinstance(rules.value, list):
+        rep.error(rules.loc, "rules must be a list")
+        return rs
+    for r in rules.value:
+        rule = _parse_rule(path, name, r, rep)
+        if rule is not None:
+            rs.rules.append(rule)
+    return rs
+
+
+def _text(node: YNode, what: str, rep: Reporter) -> str | None:
+    v = node.value
+    if isinstance(v, bool) or v is None:
+        v = str(v)
+    if isinstance(v, (int, float)):
+        v = repr(v)
+    if not isinstance(v, str):
+        rep.error(node.loc, f"{what} must be text")
+        return None
+    return v
+
+
+def _parse_rule(path: str, ruleset: str, node: YNode, rep: Reporter) -> Rule | None:
+    if not isinstance(node.value, dict):
+        rep.error(node.loc, "a rule is a mapping with name, match and rewrite or call")
+        return None
+    for key in node.value:
+        if key not in RULE_KEYS:
+            _unknown_key(rep, node, key, RULE_KEYS, "rule")
+    name_node = node.get("name")
+    if name_node is None or not isinstance(name_node.value, str):
+        rep.error(node.loc, "rule has no name")
+        return None
+    name = name_node.value
+    match_node = node.get("match")
+    if match_node is None:
+        rep.error(name_node.loc, f"rule '{name}' has no match", len(name))
+        return None
+    has_rw, has_call = node.get("rewrite") is not None, node.get("call") is not None
+    if has_rw == has_call:
+        what = "both rewrite and call" if has_rw else "neither rewrite nor call"
+        rep.error(name_node.loc, f"rule '{name}' has {what}: give exactly one", len(name))
+        return None
+    parser = None
+
+    def reader(n: YNode) -> PatternParser:
+        return PatternParser(lambda off, tok: n.loc_at(off, tok))
+
+    try:
+        mtext = _text(match_node, "match", rep)
+        if mtext is None:
+            return None
+        parser = reader(match_node)
+        pat = parser.pattern(_read(mtext, match_node))
+        rule = Rule(name, name_node.loc, pat, ruleset=ruleset, file=path)
+        when = node.get("when")
+        if when is not None:
+            wtext = _text(when, "when", rep)
+            if wtext is None:
+                return None
+            rule.when = reader(when).expr(wtext, 0)
+        if has_rw:
+            rw = node.get("rewrite")
+            rtext = _text(rw, "rewrite", rep)
+            if rtext is None:
+                return None
+            rule.rewrite = reader(rw).term(_read(rtext, rw))
+        else:
+            cn = node.get("call")
+            ctext = _text(cn, "call", rep)
+            if ctext is None:
+                return None
+            module, sep, func = ctext.strip().partition(":")
+            if not sep or not module or not func.isidentifier():
+                rep.error(cn.loc, f"call must be 'package.module:function', got {ctext!r}")
+                return None
+            rule.call = CallSpec(module, func, cn.loc)
+        return rule
+    except PatternError as e:
+        rep.error(e.loc, str(e), e.length)
+        return None
+
+
+class _ReadError(PatternError):
+    pass
+
+
+def _read(text: str, node: YNode):
+    try:
+        return read_sexpr(text)
+    except SexprError as e:
+        raise _ReadError(str(e), node.loc_at(e.offset, text[e.offset:e.offset + 1]), e.length) from None
+
+
+def rule_files(paths: list[str | Path]) -> list[Path]:
+    """Expand folders into their *.yaml files (recursively), in a stable order; ops.yaml is the op table."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(sorted(f for f in p.rglob("*.yaml") if f.name != "ops.yaml" and f.name != "pipeline.yaml"))
+        else:
+            out.append(p)
+    return out

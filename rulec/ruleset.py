@@ -1,0 +1,49 @@
+"""RuleSet: a loaded, compiled rule set and the two engines that run it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rulec.runtime.matcher import Matcher, RuleInfo
+from rulec.runtime.rewrite import graph_rewrite
+from rulec.runtime.uop import UOp
+
+
+class EngineError(RuntimeError):
+    pass
+
+
+@dataclass
+class RuleSet:
+    name: str
+    doc: str
+    matcher: Matcher
+    egglog_path: Path | None = None
+    has_callbacks: bool = False
+    egglog_skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def rules(self) -> list[RuleInfo]:
+        return self.matcher.rules
+
+    def __add__(self, other: RuleSet) -> RuleSet:
+        """Both rule sets, this one's rules first (Python engine only)."""
+        return RuleSet(f"{self.name}+{other.name}", self.doc, self.matcher + other.matcher, None,
+                       self.has_callbacks or other.has_callbacks)
+
+    def rewrite(self, graph: UOp, engine: str = "python", ctx: Any = None, bottom_up: bool = False,
+                **options: Any) -> UOp:
+        """Rewrite `graph` to a fixed point with the generated matcher, or with egglog."""
+        if engine == "python":
+            return graph_rewrite(graph, self.matcher, ctx=ctx, bottom_up=bottom_up, name=self.name)
+        if engine == "egglog":
+            from rulec.runtime.egraph import run_egglog
+
+            if self.egglog_path is None:
+                raise EngineError(f"rule set {self.name} has no egglog program (composed with + at run time?)")
+            return run_egglog(self, graph, **options)
+        raise ValueError(f"unknown engine {engine!r}: use 'python' or 'egglog'")
+
+    def __repr__(self) -> str:
+        return f"<RuleSet {self.name}: {len(self.rules)} rules>"

@@ -1,0 +1,111 @@
+"""YAML with positions: every mapping, sequence and scalar keeps its file:line:col.
+
+Scalars also map offsets inside their text back to file positions, so that a
+token deep inside an s-expression can be reported exactly where it is written,
+whether the scalar is plain, quoted or a `|` block.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from yaml.constructor import SafeConstructor
+
+from .diagnostics import CompileError, Diagnostic, Loc
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass
+class YNode:
+    """A YAML value with its position. `value` is dict[str, YNode], list[YNode] or a scalar."""
+
+    value: Any
+    loc: Loc
+    # for scalars: the raw file text the scalar spans, and how it was written
+    raw: str = ""
+    raw_start: tuple[int, int] = (0, 0)  # 0-based (line, col) of the raw text
+    style: str | None = None
+    key_locs: dict[str, Loc] | None = None
+
+    def get(self, key: str) -> YNode | None:
+        return self.value.get(key) if isinstance(self.value, dict) else None
+
+    def loc_at(self, offset: int, token: str = "") -> Loc:
+        """The file position of character `offset` of this scalar's text."""
+        text = self.value if isinstance(self.value, str) else str(self.value)
+        line0, col0 = self.raw_start
+        if "\n" not in self.raw:
+            quote = 1 if self.style in ("'", '"') else 0
+            return Loc(self.loc.file, line0 + 1, col0 + 1 + quote + offset)
+        if self.style == "|":
+            # literal block: value line k is raw line k+1, minus the block's indentation
+            raw_lines = self.raw.split("\n")
+            body = raw_lines[1:]
+            indent = next((len(ln) - len(ln.lstrip(" ")) for ln in body if ln.strip()), 0)
+            k = text.count("\n", 0, offset)
+            j = offset - (text.rfind("\n", 0, offset) + 1)
+            return Loc(self.loc.file, line0 + 2 + k, indent + j + 1)
+        # folded or multi-line plain scalars: find the same occurrence of the token in the raw text
+        needle = token or text[offset:offset + 1]
+        nth = text.count(needle, 0, offset) if needle else 0
+        pos = -1
+        for _ in range(nth + 1):
+            pos = self.raw.find(needle, pos + 1)
+            if pos < 0:
+                return self.loc
+        before = self.raw[:pos]
+        k = before.count("\n")
+        col = (col0 + pos) if k == 0 else (pos - before.rfind("\n") - 1)
+        return Loc(self.loc.file, line0 + 1 + k, col + 1)
+
+
+class _Builder:
+    def __init__(self, filename: str, text: str):
+        self.filename = filename
+        self.lines = text.split("\n")
+        self.constructor = SafeConstructor()
+
+    def loc(self, mark) -> Loc:
+        return Loc(self.filename, mark.line + 1, mark.column + 1)
+
+    def raw(self, start, end) -> str:
+        if start.line == end.line:
+            return self.lines[start.line][start.column:end.column]
+        parts = [self.lines[start.line][start.column:]]
+        parts += self.lines[start.line + 1:end.line]
+        parts.append(self.lines[end.line][:end.column] if end.line < len(self.lines) else "")
+        return "\n".join(parts)
+
+    def build(self, node) -> YNode:
+        if isinstance(node, yaml.MappingNode):
+            out: dict[str, YNode] = {}
+            key_locs: dict[str, Loc] = {}
+            for k, v in node.value:
+                key = self.constructor.construct_object(k)
+                if not isinstance(key, str):
+                    key = str(key)
+                if key in out:
+                    raise CompileError([Diagnostic("error", self.loc(k.start_mark), f"duplicate key {key!r}")])
+                out[key] = self.build(v)
+                key_locs[key] = self.loc(k.start_mark)
+            return YNode(out, self.loc(node.start_mark), key_locs=key_locs)
+        if isinstance(node, yaml.SequenceNode):
+            return YNode([self.build(v) for v in node.value], self.loc(node.start_mark))
+        value = self.constructor.construct_object(node)
+        return YNode(value, self.loc(node.start_mark), raw=self.raw(node.start_mark, node.end_mark),
+                     raw_start=(node.start_mark.line, node.start_mark.column), style=node.style)
+
+
+def load_yaml(filename: str, text: str) -> YNode | None:
+    """Parse one YAML document; syntax errors become diagnostics with the file position."""
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        loc = Loc(filename, mark.line + 1, mark.column + 1) if mark else None
+        raise CompileError([Diagnostic("error", loc, f"invalid YAML: {e.problem or e.context}")]) from None
+    if node is None:
+        return None
+    return _Builder(filename, text).build(node)

@@ -1,0 +1,45 @@
+"""Commutative variants of a pattern: the two sources of a commutative op, in both orders."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+from rulec.runtime.ops import GROUPS
+
+from .model import Pat
+
+MAX_VARIANTS = 16
+
+
+def _swappable(p: Pat, can_refuse: bool) -> bool:
+    if not (p.ops is not None and p.src is not None and len(p.src) == 2 and p.rest is None
+            and p.ops <= GROUPS["Commutative"]):
+        return False
+    a, b = p.src
+    if a.key() == b.key():
+        return False
+    # children of the same shape match the same nodes either way round; the swapped order
+    # only matters when a guard (or callback) can refuse the first binding
+    return can_refuse or a.shape_key() != b.shape_key()
+
+
+def pattern_variants(p: Pat, can_refuse: bool = True) -> list[Pat]:
+    """Every distinct pattern obtained by swapping sources of commutative ops, original first.
+
+    `can_refuse` says whether the rule may decline after a structural match (a guard or a callback).
+    """
+    if p.src is None:
+        return [p]
+    child_variants = [pattern_variants(c, can_refuse) for c in p.src]
+    out: list[Pat] = []
+    seen: set = set()
+    for combo in itertools.product(*child_variants):
+        orders = [combo, combo[::-1]] if _swappable(p, can_refuse) else [combo]
+        for srcs in orders:
+            v = replace(p, src=tuple(srcs))
+            if v.key() not in seen:
+                seen.add(v.key())
+                out.append(v)
+            if len(out) >= MAX_VARIANTS:
+                return out
+    return out

@@ -1,0 +1,1 @@
+"""The rulec runtime: the UOp IR, the rewrite engines and everything that runs rules."""

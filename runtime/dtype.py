@@ -1,0 +1,133 @@
+"""Scalar dtypes and pointer dtypes with an address space."""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, eq=True)
+class DType:
+    name: str
+    itemsize: int
+    kind: str  # "bool" | "int" | "uint" | "float" | "index" | "void"
+    priority: int  # for promotion: higher wins within the lattice
+
+    def __repr__(self) -> str:
+        return f"dtypes.{self.name}"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint", "index")
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.kind == "uint"
+
+    @property
+    def scalar(self) -> DType:
+        return self
+
+    def ptr(self, size: int = -1, addrspace: AddrSpace | None = None) -> PtrDType:
+        return PtrDType(self.name, self.itemsize, self.kind, self.priority, self, addrspace or AddrSpace.GLOBAL, size)
+
+    @property
+    def min(self) -> int | float | bool:
+        return _limits(self)[0]
+
+    @property
+    def max(self) -> int | float | bool:
+        return _limits(self)[1]
+
+
+class AddrSpace(enum.Enum):
+    GLOBAL = "global"
+    LOCAL = "local"
+    REG = "register"
+
+    def __repr__(self) -> str:
+        return f"AddrSpace.{self.name}"
+
+
+@dataclass(frozen=True, eq=True)
+class PtrDType(DType):
+    base: DType = None  # type: ignore[assignment]
+    addrspace: AddrSpace = AddrSpace.GLOBAL
+    size: int = -1
+
+    def __repr__(self) -> str:
+        return f"{self.base!r}.ptr({self.size}, {self.addrspace!r})"
+
+    @property
+    def scalar(self) -> DType:
+        return self.base
+
+
+def _limits(dt: DType) -> tuple:
+    if dt.kind == "bool":
+        return False, True
+    if dt.kind == "int":
+        return -(2 ** (8 * dt.itemsize - 1)), 2 ** (8 * dt.itemsize - 1) - 1
+    if dt.kind == "uint":
+        return 0, 2 ** (8 * dt.itemsize) - 1
+    if dt.kind == "index":
+        return -(2**63), 2**63 - 1
+    return -math.inf, math.inf
+
+
+class dtypes:
+    """The dtype namespace, as in `dtypes.float32`."""
+
+    bool = DType("bool", 1, "bool", 0)
+    int8 = DType("int8", 1, "int", 1)
+    uint8 = DType("uint8", 1, "uint", 2)
+    int16 = DType("int16", 2, "int", 3)
+    uint16 = DType("uint16", 2, "uint", 4)
+    int32 = DType("int32", 4, "int", 5)
+    uint32 = DType("uint32", 4, "uint", 6)
+    int64 = DType("int64", 8, "int", 7)
+    uint64 = DType("uint64", 8, "uint", 8)
+    float16 = DType("float16", 2, "float", 9)
+    bfloat16 = DType("bfloat16", 2, "float", 10)
+    float32 = DType("float32", 4, "float", 11)
+    float64 = DType("float64", 8, "float", 12)
+    # index is the arbitrary-precision integer of index arithmetic; it becomes int32/int64 in codegen
+    index = DType("index", 8, "index", 13)
+    void = DType("void", 0, "void", -1)
+
+    # aliases
+    half = float16
+    float = float32
+    double = float64
+    int = int32
+    long = int64
+
+    @staticmethod
+    def all() -> tuple[DType, ...]:
+        return ALL_DTYPES
+
+    @staticmethod
+    def from_name(name: str) -> DType:
+        try:
+            return DTYPE_BY_NAME[name]
+        except KeyError:
+            raise ValueError(f"unknown dtype {name!r}") from None
+
+
+ALL_DTYPES: tuple[DType, ...] = tuple(v for k, v in vars(dtypes).items() if isinstance(v, DType) and k == v.name)
+DTYPE_BY_NAME: dict[str, DType] = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType)}
+
+
+def python_value(dt: DType, v):
+    """Normalize a Python constant to the type a CONST of dtype `dt` stores."""
+    if dt.kind == "bool":
+        return bool(v)
+    if dt.kind in ("int", "uint", "index"):
+        return int(v)
+    if dt.kind == "float":
+        return float(v)
+    return v

@@ -1,0 +1,78 @@
+"""The `Ops` enumeration and op groups, read from rules/ops.yaml.
+
+The op table is data: this module only turns it into Python objects, so an op
+or group added to the YAML file is usable from rule files and Python at once.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import yaml
+
+from .resources import rules_dir
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    arity: int | None
+    commutative: bool
+    cost: int
+    result_dtype: str  # how a rule-built node gets its dtype: "src0", "src1", "bool", "index" or "void"
+
+
+def _load_table() -> tuple[dict, dict]:
+    with open(rules_dir() / "ops.yaml") as f:
+        data = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return data["ops"], data["groups"]
+
+
+_OPS_RAW, _GROUPS_RAW = _load_table()
+
+Ops = enum.Enum("Ops", list(_OPS_RAW), module=__name__)
+Ops.__doc__ = "Every op of the IR, in the order of rules/ops.yaml."
+# enum's default repr is noisy in graph dumps
+Ops.__repr__ = lambda self: f"Ops.{self.name}"  # type: ignore[method-assign]
+Ops.__lt__ = lambda self, other: self.value < other.value  # type: ignore[operator]
+
+OP_INFO: dict[Ops, OpInfo] = {
+    Ops[name]: OpInfo(spec.get("arity"), bool(spec.get("commutative", False)), int(spec.get("cost", 1)),
+                    spec.get("dtype", "src0"))
+    for name, spec in _OPS_RAW.items()
+}
+
+
+def _resolve_groups(raw: dict[str, list[str]]) -> dict[str, frozenset]:
+    out: dict[str, frozenset] = {"All": frozenset(Ops),
+                                 "Commutative": frozenset(op for op, i in OP_INFO.items() if i.commutative)}
+
+    def resolve(name: str, stack: tuple[str, ...]) -> frozenset:
+        if name in out:
+            return out[name]
+        if name in stack:
+            raise ValueError(f"rules/ops.yaml: group cycle through {' -> '.join(stack + (name,))}")
+        members: set = set()
+        for item in raw[name]:
+            if item in raw or item in out:
+                members |= resolve(item, stack + (name,))
+            elif item in Ops.__members__:
+                members.add(Ops[item])
+            else:
+                raise ValueError(f"rules/ops.yaml: group {name} names unknown op or group {item}")
+        out[name] = frozenset(members)
+        return out[name]
+
+    for g in raw:
+        resolve(g, ())
+    return out
+
+
+GROUPS: dict[str, frozenset] = _resolve_groups(_GROUPS_RAW)
+
+
+class GroupOp:
+    """Op groups as attributes: `GroupOp.ALU`, `GroupOp.Movement`, ..."""
+
+
+for _name, _members in GROUPS.items():
+    setattr(GroupOp, _name, _members)

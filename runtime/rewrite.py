@@ -1,0 +1,250 @@
+"""The Python rewrite engine: rewrite a UOp DAG to a fixed point under a rule set.
+
+Two traversals, named as in the seed (the SINK is the *bottom* of the graph):
+  bottom_up=False  sources first: a node is matched after its sources are final,
+                   and a rewritten node is processed again until nothing matches.
+  bottom_up=True   sink first: a node is rewritten to a fixed point before the
+                   walk descends into the sources of the result.
+Results are memoized over the DAG, so a shared node is rewritten once.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from .matcher import Matcher, RuleInfo
+from .trace import active_trace
+from .uop import UOp
+
+
+class RewriteNotReady(Exception):
+    """Raised by a callback that cannot decide yet; the node is revisited after the rest of the graph."""
+
+
+class RewriteError(RuntimeError):
+    """A rule set misbehaved: it did not terminate, or a callback never became ready."""
+
+
+class HasMatcher(Protocol):
+    matcher: Matcher
+
+
+# A single node may be rewritten this many times in a row before we look for a cycle.
+NODE_STEP_LIMIT = 1000
+
+
+def _as_matcher(rules: Matcher | HasMatcher) -> Matcher:
+    return rules if isinstance(rules, Matcher) else rules.matcher
+
+
+class _Rewriter:
+    def __init__(self, rules: Matcher | HasMatcher, ctx: Any, bottom_up: bool, name: str | None):
+        self.matcher = _as_matcher(rules)
+        self.dispatch = self.matcher.dispatch
+        self.ctx = ctx
+        self.bottom_up = bottom_up
+        self.name = name or self.matcher.name
+        self.replace: dict[UOp, UOp] = {}
+        self.trace = active_trace()
+        self.steps = 0
+        self.step_limit = 0
+        # the last rule that rewrote each node, to explain cycles
+        self.rewrote: dict[UOp, tuple[UOp, int]] = {}
+
+    # -- one rewrite at the root of one node
+    def apply(self, n: UOp) -> UOp | None:
+        chain = self.dispatch.get(n.op)
+        if chain is None:
+            return None
+        if self.trace is not None:
+            return self._apply_traced(n, chain)
+        ctx = self.ctx
+        for rid, fn in chain:
+            r = fn(n, ctx)
+            if r is not None and r is not n:
+                self._count(n, r, rid)
+                return r
+        return None
+
+    def _apply_traced(self, n: UOp, chain) -> UOp | None:
+        rules, trace, ctx = self.matcher.rules, self.trace, self.ctx
+        for rid, fn in chain:
+            st = trace.stat(rules[rid])
+            st.tries += 1
+            t0 = time.perf_counter()
+            try:
+                r = fn(n, ctx)
+            finally:
+                st.seconds += time.perf_counter() - t0
+            if r is not None and r is not n:
+                st.hits += 1
+                trace.record(self.name, rules[rid], n, r)
+                self._count(n, r, rid)
+                return r
+        return None
+
+    def _count(self, n: UOp, r: UOp, rid: int) -> None:
+        if not isinstance(r, UOp):
+            info = self.matcher.rules[rid]
+            raise RewriteError(f"rule {info} returned {type(r).__name__}, not a UOp")
+        self.rewrote[n] = (r, rid)
+        self.steps += 1
+        if self.steps > self.step_limit:
+            raise self._nontermination(n)
+
+    def fixpoint(self, n: UOp) -> UOp:
+        seen: dict[UOp, int] = {}
+        for i in range(NODE_STEP_LIMIT * 2):
+            r = self.apply(n)
+            if r is None:
+                return n
+            if i >= NODE_STEP_LIMIT:
+                if r in seen:
+                    raise self._nontermination(r)
+                seen[r] = i
+            n = r
+        raise self._nontermination(n)
+
+    def _nontermination(self, start: UOp) -> RewriteError:
+        # follow the chain of rewrites from `start`; a node seen twice closes a cycle
+        order: list[tuple[UOp, int]] = []
+        pos: dict[UOp, int] = {}
+        n = start
+        while n in self.rewrote and n not in pos and len(order) < 10000:
+            pos[n] = len(order)
+            nxt, rid = self.rewrote[n]
+            order.append((n, rid))
+            n = nxt
+        rules = self.matcher.rules
+        if n in pos:
+            cycle = [rules[rid] for _, rid in order[pos[n]:]]
+            what = "rewrite cycle"
+        else:
+            counts: dict[int, int] = {}
+            for _, rid in order[-200:]:
+                counts[rid] = counts.get(rid, 0) + 1
+            cycle = [rules[rid] for rid in sorted(counts, key=lambda r: -counts[r])]
+            what = "rewrites do not terminate (the graph keeps growing)"
+        seen_names: dict[str, None] = {}
+        for info in cycle:
+            seen_names[f"  {info.ruleset}/{info.name} at {info.loc}"] = None
+        return RewriteError(f"{self.name}: {what}; rules involved:\n" + "\n".join(seen_names))
+
+    # -- the walk
+    def run(self, root: UOp) -> UOp:
+        self.step_limit = max(100_000, 100 * len(root.toposort()))
+        replace, bottom_up = self.replace, self.bottom_up
+        waiting: dict[UOp, list[tuple[UOp, int, UOp]]] = {}
+        active: set[UOp] = set()
+        deferred: list[tuple[UOp, int, UOp]] = []
+        stack: list[tuple[UOp, int, UOp]] = [(root, 0, root)]
+        finished = 0
+
+        def finish(n: UOp, result: UOp) -> None:
+            replace[n] = result
+            active.discard(n)
+            frames = waiting.pop(n, None)
+            if frames:
+                stack.extend(frames)
+
+        while True:
+            while stack:
+                n, stage, cur = stack.pop()
+                if n in replace:
+                    continue
+                if stage == 0:
+                    if n in active:
+                        continue
+                    active.add(n)
+                    if bottom_up:
+                        try:
+                            cur = self.fixpoint(n)
+                        except RewriteNotReady:
+                            active.discard(n)
+                            deferred.append((n, 0, n))
+                            continue
+                    stack.append((n, 1, cur))
+                    for s in reversed(cur.src):
+                        if s not in replace:
+                            stack.append((s, 0, s))
+                elif stage == 1:
+                    new_src = []
+                    missing = None
+                    for s in cur.src:
+                        r = replace.get(s)
+                        if r is None:
+                            missing = s
+                            break
+                        new_src.append(r)
+                    if missing is not None:
+                        waiting.setdefault(missing, []).append((n, 1, cur))
+                        continue
+                    if all(a is b for a, b in zip(new_src, cur.src)):
+                        if bottom_up:
+                            finished += 1
+                            finish(n, cur)
+                            continue
+                        try:
+                            nxt = self.apply(cur)
+                        except RewriteNotReady:
+                            deferred.append((n, 1, cur))
+                            continue
+                        if nxt is None:
+                            finished += 1
+                            if cur is not n and cur not in replace:
+                                finish(cur, cur)
+                            finish(n, cur)
+                            continue
+                    else:
+                        nxt = UOp(cur.op, cur.dtype, tuple(new_src), cur.arg, cur.tag)
+                    stack.append((n, 2, nxt))
+                    stack.append((nxt, 0, nxt))
+                else:
+                    r = replace.get(cur)
+                    if r is None:
+                        waiting.setdefault(cur, []).append((n, 2, cur))
+                        continue
+                    finished += 1
+                    finish(n, r)
+            if not deferred:
+                break
+            if finished == 0:
+                raise RewriteError(f"{self.name}: {len(deferred)} node(s) stayed not-ready after the whole graph "
+                                   f"was visited, e.g. {deferred[0][0].op.name}")
+            finished = 0
+            for frame in deferred:
+                active.discard(frame[0])
+            stack.extend(reversed(deferred))
+            deferred = []
+        if root not in replace:
+            stuck = next(iter(waiting), root)
+            raise self._nontermination(stuck)
+        return replace[root]
+
+
+def graph_rewrite(sink: UOp, rules: Matcher | HasMatcher, ctx: Any = None, bottom_up: bool = False,
+                  name: str | None = None) -> UOp:
+    """Rewrite every node reachable from `sink` to a fixed point of `rules`."""
+    return _Rewriter(rules, ctx, bottom_up, name).run(sink)
+
+
+def graph_rewrite_map(sink: UOp, rules: Matcher | HasMatcher, ctx: Any = None, bottom_up: bool = False,
+                      name: str | None = None) -> dict[UOp, UOp]:
+    """Like graph_rewrite, but return the map from every original node to its rewritten form."""
+    rw = _Rewriter(rules, ctx, bottom_up, name)
+    rw.run(sink)
+    return {u: rw.replace[u] for u in sink.toposort() if u in rw.replace}
+
+
+def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
+    """Replace nodes by identity, rebuilding everything above them (no rules involved)."""
+    if not mapping:
+        return root
+    memo: dict[UOp, UOp] = {}
+    for u in root.toposort(gate=lambda x: x not in mapping):
+        if u in mapping:
+            memo[u] = mapping[u]
+            continue
+        new_src = tuple(memo.get(s, s) for s in u.src)
+        memo[u] = u if all(a is b for a, b in zip(new_src, u.src)) else u.replace(src=new_src)
+    return memo[root]

@@ -1,0 +1,94 @@
+"""Shape inference for tensor-level ops, and the open ranges of kernel-level ops."""
+from __future__ import annotations
+
+import functools
+import operator
+from typing import TYPE_CHECKING, Any, Iterable
+
+from .ops import GroupOp, Ops
+
+if TYPE_CHECKING:
+    from .uop import UOp
+
+
+def prod(xs: Iterable[Any]) -> Any:
+    return functools.reduce(operator.mul, xs, 1)
+
+
+# ops that have exactly the shape of their first source
+_PASSTHROUGH = frozenset({Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.DETACH, Ops.FUSE, Ops.COPY, Ops.ASSIGN,
+                          Ops.REALIZE, Ops.CHILD, Ops.CHILDREN, Ops.NOOP, Ops.MSELECT, Ops.BIND})
+# kernel-level ops: shapes stop here
+_SHAPELESS = frozenset({Ops.SINK, Ops.INDEX, Ops.RANGE, Ops.STORE, Ops.LOAD, Ops.KERNEL, Ops.DEVICE, Ops.UNIQUE,
+                        Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_REG, Ops.REDUCE, Ops.END, Ops.IF,
+                        Ops.ENDIF, Ops.BARRIER, Ops.SPECIAL, Ops.INVALID})
+
+
+def range_size(r: UOp) -> Any:
+    """The extent of a range-like index: the bound of a RANGE, else vmax+1."""
+    if r.op is Ops.RANGE:
+        end = r.src[0]
+        return end.arg if end.op is Ops.CONST else end
+    return int(r.vmax) + 1
+
+
+def infer_shape(u: UOp) -> tuple | None:
+    op = u.op
+    if op in _SHAPELESS:
+        return None
+    if op is Ops.CONST or op is Ops.DEFINE_VAR:
+        return ()
+    if op is Ops.BUFFER:
+        return (u.arg,)
+    if op is Ops.BUFFER_VIEW:
+        return (u.arg[0],)
+    if op in _PASSTHROUGH:
+        return u.src[0].shape if u.src else None
+    if op is Ops.BUFFERIZE:
+        return tuple(range_size(r) for r in u.src[1:])
+    if op in (Ops.RESHAPE, Ops.EXPAND):
+        return tuple(u.arg)
+    if op is Ops.PERMUTE:
+        inner = u.src[0].shape
+        return None if inner is None else tuple(inner[i] for i in u.arg)
+    if op is Ops.PAD:
+        inner = u.src[0].shape
+        return None if inner is None else tuple(s + b + a for s, (b, a) in zip(inner, u.arg))
+    if op is Ops.SHRINK:
+        return tuple(e - b for b, e in u.arg)
+    if op is Ops.FLIP:
+        return u.src[0].shape
+    if op is Ops.REDUCE_AXIS:
+        inner = u.src[0].shape
+        return None if inner is None else tuple(1 if i in u.arg[1] else s for i, s in enumerate(inner))
+    if op in GroupOp.Elementwise or op is Ops.MSTACK:
+        shapes = [s.shape for s in u.src]
+        best = None
+        for sh in shapes:
+            if sh is not None and (best is None or len(sh) > len(best)):
+                best = sh
+        return best
+    return None
+
+
+def open_ranges(u: UOp) -> tuple[UOp, ...]:
+    """The RANGEs `u` depends on that no node at or below `u` closes."""
+    memo: dict[UOp, dict[UOp, None]] = {}
+    for n in u.toposort():
+        acc: dict[UOp, None] = {}
+        for s in n.src:
+            acc.update(memo[s])
+        for closed in closed_ranges(n):
+            acc.pop(closed, None)
+        if n.op is Ops.RANGE:
+            acc[n] = None
+        memo[n] = acc
+    return tuple(memo[u])
+
+
+def closed_ranges(n: UOp) -> tuple[UOp, ...]:
+    if n.op in (Ops.REDUCE, Ops.BUFFERIZE, Ops.END):
+        return n.src[1:]
+    if n.op is Ops.STORE:
+        return n.src[2:]
+    return ()
