@@ -1,0 +1,186 @@
+"""A direct numpy evaluator of tensor-level graphs (docs/tensor-ir.md): the test oracle of the scheduler.
+
+`evaluate(uop)` computes the value of every node once (memoized over the DAG), in topological order,
+with one small numpy function per op. It is strict about the contract, so that a malformed graph fails
+here rather than producing a plausible number:
+
+* ALU sources must already have one common shape (broadcasting is explicit: RESHAPE + EXPAND);
+* EXPAND keeps the rank and only grows axes of size 1;
+* every result must have the shape that `UOp.shape` infers, and is stored in the node's dtype.
+
+Semantics: IDIV and MOD truncate toward zero (C), integer arithmetic wraps, float division by zero
+gives inf/nan, PAD pads with zeros, BUFFER reads the contents kept in `rulec.runtime.buffers`
+(bfloat16 is computed in float32), ASSIGN evaluates to its value (the graph is not mutated).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from . import buffers
+from .ops import GroupOp, Ops
+from .uop import UOp
+
+
+def evaluate(uop: UOp, var_vals: dict[str, int] | None = None) -> np.ndarray:
+    """The value of a tensor-level node, as a fresh numpy array of its shape and dtype."""
+    return evaluate_all(uop, var_vals=var_vals)[0]
+
+
+def evaluate_all(*uops: UOp, var_vals: dict[str, int] | None = None) -> list[np.ndarray]:
+    """The values of several nodes, sharing the work on common subgraphs."""
+    memo: dict[UOp, Any] = {}
+    var_vals = {**_bindings(uops), **(var_vals or {})}
+    with np.errstate(all="ignore"):  # wrapping ints and inf/nan floats are the semantics, not errors
+        for root in uops:
+            if root.op is Ops.SINK:
+                raise ValueError("evaluate the outputs of a SINK (evaluate_all(*sink.src)), not the SINK")
+            for node in root.toposort():
+                if node not in memo:
+                    memo[node] = _eval_node(node, [memo[s] for s in node.src], var_vals)
+    return [np.array(memo[u], copy=True) for u in uops]
+
+
+def _bindings(uops: tuple[UOp, ...]) -> dict[str, int]:
+    """The values BIND nodes give variables (a DEFINE_VAR is evaluated before the BIND above it)."""
+    return {n.src[0].arg[0]: n.src[1].arg for u in uops for n in u.toposort() if n.op is Ops.BIND}
+
+
+def _eval_node(node: UOp, srcs: list[Any], var_vals: dict[str, int]) -> Any:
+    if node.op in (Ops.UNIQUE, Ops.DEVICE):
+        return None  # bookkeeping sources of BUFFER, not values
+    fn = _HANDLERS.get(node.op)
+    if fn is None:
+        raise NotImplementedError(f"lazy_eval: {node.op.name} is not a tensor-level op")
+    if node.op in GroupOp.ALU and len({np.shape(s) for s in srcs}) > 1:
+        raise ValueError(f"lazy_eval: {node.op.name} sources have different shapes "
+                         f"{[np.shape(s) for s in srcs]}; broadcasting must be explicit")
+    out = np.asarray(fn(node, *srcs) if node.op not in _NEEDS_VARS else fn(node, var_vals))
+    out = out.astype(buffers.numpy_dtype(node.dtype), copy=False)
+    if node.shape is not None and out.shape != tuple(node.shape):
+        raise ValueError(f"lazy_eval: {node.op.name} computed shape {out.shape}, the graph says {node.shape}")
+    return out
+
+
+# ------------------------------------------------------------------ leaves
+
+def _buffer(node: UOp, *_: Any) -> np.ndarray:
+    return buffers.get(node)
+
+
+def _define_var(node: UOp, var_vals: dict[str, int]) -> int:
+    name = node.arg[0]
+    if name not in var_vals:
+        raise ValueError(f"lazy_eval: no value for variable {name!r}; pass var_vals")
+    return var_vals[name]
+
+
+# ------------------------------------------------------------------ movement
+
+def _expand(node: UOp, x: np.ndarray) -> np.ndarray:
+    new = tuple(node.arg)
+    if len(new) != x.ndim or any(s != n and s != 1 for s, n in zip(x.shape, new)):
+        raise ValueError(f"lazy_eval: cannot EXPAND {x.shape} to {new}")
+    return np.broadcast_to(x, new)
+
+
+def _shrink(node: UOp, x: np.ndarray) -> np.ndarray:
+    return x[tuple(slice(b, e) for b, e in node.arg)]
+
+
+def _flip(node: UOp, x: np.ndarray) -> np.ndarray:
+    return x[tuple(slice(None, None, -1) if f else slice(None) for f in node.arg)]
+
+
+# ------------------------------------------------------------------ ALU
+
+def _trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b rounded toward zero (C), exact for integers."""
+    if a.dtype.kind in "iu":
+        return (a - np.fmod(a, b)) // b  # a - fmod(a, b) is a multiple of b: floor == trunc
+    return np.trunc(a / b)
+
+
+def _recip(node: UOp, x: np.ndarray) -> np.ndarray:
+    return _trunc_div(np.ones_like(x), x) if x.dtype.kind in "iu" else np.reciprocal(x)
+
+
+def _neg(node: UOp, x: np.ndarray) -> np.ndarray:
+    return np.logical_not(x) if x.dtype == np.bool_ else np.negative(x)
+
+
+def _cast(node: UOp, x: np.ndarray) -> np.ndarray:
+    return x.astype(buffers.numpy_dtype(node.dtype))
+
+
+def _bitcast(node: UOp, x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x).view(buffers.numpy_dtype(node.dtype))
+
+
+def _elementwise(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda node, *xs: fn(*xs)
+
+
+# ------------------------------------------------------------------ reduce
+
+_REDUCERS = {Ops.ADD: np.add, Ops.MAX: np.maximum, Ops.MUL: np.multiply}
+
+
+def _reduce_axis(node: UOp, x: np.ndarray) -> np.ndarray:
+    op, axes = node.arg
+    return _REDUCERS[op].reduce(x, axis=tuple(axes), keepdims=True, dtype=x.dtype)
+
+
+_HANDLERS: dict[Ops, Callable[..., Any]] = {
+    Ops.BUFFER: _buffer,
+    Ops.CONST: lambda node: np.array(node.arg).astype(buffers.numpy_dtype(node.dtype)),  # ints out of range wrap
+    Ops.DEFINE_VAR: _define_var,
+    Ops.BIND: lambda node, var, val: val,
+    # movement
+    Ops.RESHAPE: lambda node, x: x.reshape(node.arg),
+    Ops.EXPAND: _expand,
+    Ops.PERMUTE: lambda node, x: np.transpose(x, node.arg),
+    Ops.PAD: lambda node, x: np.pad(x, node.arg),
+    Ops.SHRINK: _shrink,
+    Ops.FLIP: _flip,
+    # unary
+    Ops.NEG: _neg,
+    Ops.RECIP: _recip,
+    Ops.SQRT: _elementwise(np.sqrt),
+    Ops.EXP2: _elementwise(np.exp2),
+    Ops.LOG2: _elementwise(np.log2),
+    Ops.SIN: _elementwise(np.sin),
+    Ops.TRUNC: _elementwise(np.trunc),
+    Ops.CAST: _cast,
+    Ops.BITCAST: _bitcast,
+    # binary
+    Ops.ADD: _elementwise(np.add),
+    Ops.SUB: _elementwise(np.subtract),
+    Ops.MUL: _elementwise(np.multiply),
+    Ops.FDIV: _elementwise(np.true_divide),
+    Ops.IDIV: _elementwise(_trunc_div),
+    Ops.MOD: _elementwise(np.fmod),  # fmod keeps the sign of the dividend: C's %
+    Ops.MAX: _elementwise(np.maximum),
+    Ops.POW: _elementwise(np.power),
+    Ops.CMPLT: _elementwise(np.less),
+    Ops.CMPNE: _elementwise(np.not_equal),
+    Ops.CMPEQ: _elementwise(np.equal),
+    Ops.AND: _elementwise(np.bitwise_and),
+    Ops.OR: _elementwise(np.bitwise_or),
+    Ops.XOR: _elementwise(np.bitwise_xor),
+    Ops.SHL: _elementwise(np.left_shift),
+    Ops.SHR: _elementwise(np.right_shift),
+    # ternary
+    Ops.WHERE: _elementwise(np.where),
+    Ops.MULACC: _elementwise(lambda a, b, c: a * b + c),
+    # reduce and bookkeeping
+    Ops.REDUCE_AXIS: _reduce_axis,
+    Ops.CONTIGUOUS: lambda node, x: x,
+    Ops.CONTIGUOUS_BACKWARD: lambda node, x: x,
+    Ops.DETACH: lambda node, x: x,
+    Ops.FUSE: lambda node, x: x,
+    Ops.COPY: lambda node, x, *_: x,
+    Ops.ASSIGN: lambda node, target, value: value,
+}
+_NEEDS_VARS = frozenset({Ops.DEFINE_VAR})

@@ -1,0 +1,929 @@
+"""`Tensor`: a tinygrad-compatible frontend that builds the tensor-level graph of docs/tensor-ir.md.
+
+A Tensor is a thin wrapper around one UOp (`self.uop`); every method builds new nodes and nothing is
+computed until `realize()` / `numpy()` (runtime/realize.py), or `lazy_numpy()` (runtime/lazy_eval.py,
+a direct numpy evaluation used by tests). Realization replaces `self.uop` by a view of a BUFFER.
+
+Graph conventions (the contract of docs/tensor-ir.md):
+* data (lists, arrays, `rand`, `randn`, `arange`) becomes a realized BUFFER, with a RESHAPE to the shape
+  on top (always, even when it is a no-op, so a realized tensor always looks the same);
+* a constant of shape `s` is `CONST.reshape((1,)*len(s)).expand(s)`;
+* broadcasting is explicit: RESHAPE (leading 1s) then EXPAND; other no-op movement ops are not built;
+* reductions are REDUCE_AXIS (reduced axes kept as 1) followed by a RESHAPE that drops them unless
+  `keepdim`; axes of size 1 are not reduced at all (they need no work);
+* transcendental functions are built from EXP2 / LOG2 / SIN / SQRT / RECIP.
+
+Dtype promotion: a binary op between tensors of different kinds (bool < int < float) takes the dtype
+of the higher kind (tinygrad's lattice: int32 + float32 -> float32, not numpy's float64); within a kind
+it follows numpy (int8 + uint8 -> int16, float16 + float32 -> float32; bfloat16, which numpy lacks,
+wins over ints and loses to float32/float64, and bfloat16 + float16 -> float32). Python scalars are weak
+(tinygrad): they take the tensor's dtype unless they are of a higher kind, in which case they bring the
+default dtype of their kind (float32 for floats, int32 for ints).
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import weakref
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from . import buffers
+from .dtype import DType, dtypes
+from .ops import Ops
+from .shape import prod
+from .uop import UOp
+
+__all__ = ["Tensor", "dtypes", "least_upper_dtype"]
+
+Scalar = bool | int | float
+DEFAULT_FLOAT = dtypes.float32
+DEFAULT_INT = dtypes.int32
+_LOG2_E = 1 / math.log(2)
+_LN_2 = math.log(2)
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+# ---------------------------------------------------------------------------------------- dtypes
+
+
+def _kind(dt: DType) -> int:
+    """0 bool, 1 integer, 2 float: the order in which kinds win in a promotion."""
+    return 0 if dt.kind == "bool" else 2 if dt.is_float else 1
+
+
+def least_upper_dtype(*dts: DType) -> DType:
+    """The dtype a binary op between tensors of these dtypes computes in (see the module docstring)."""
+    top = max(_kind(d) for d in dts)
+    cands = [d for d in dts if _kind(d) == top]
+    if dtypes.bfloat16 in cands:
+        floats = [d for d in cands if d != dtypes.bfloat16]
+        if dtypes.float16 in floats:
+            floats.append(dtypes.float32)  # neither half type holds the other
+        return max(floats, key=lambda d: d.itemsize, default=dtypes.bfloat16)
+    return buffers.from_numpy_dtype(np.result_type(*(buffers.numpy_dtype(d) for d in cands)))
+
+
+def _scalar_dtype(v: Scalar) -> DType:
+    return dtypes.bool if isinstance(v, bool) else DEFAULT_INT if isinstance(v, int) else DEFAULT_FLOAT
+
+
+def _promote(items: Sequence[Tensor | Scalar]) -> DType:
+    """The common dtype of tensors and weak Python scalars."""
+    tensor_dts = [x.dtype for x in items if isinstance(x, Tensor)]
+    scalar_dts = [_scalar_dtype(x) for x in items if not isinstance(x, Tensor)]
+    best = least_upper_dtype(*tensor_dts) if tensor_dts else None
+    for sd in scalar_dts:
+        if best is None or _kind(sd) > _kind(best):
+            best = sd
+    assert best is not None
+    return best
+
+
+def _sum_dtype(dt: DType) -> DType:
+    """Sums accumulate small integers in 32 bits (as tinygrad); floats and 64-bit ints keep their dtype."""
+    if dt.kind == "bool" or (dt.kind == "int" and dt.itemsize < 4):
+        return dtypes.int32
+    if dt.kind == "uint" and dt.itemsize < 4:
+        return dtypes.uint32
+    return dt
+
+
+def _float_dtype(dt: DType) -> DType:
+    return dt if dt.is_float else DEFAULT_FLOAT
+
+
+def _numpy_to_dtype(arr: np.ndarray, from_python: bool) -> DType:
+    """The dtype of data: numpy arrays keep theirs, Python data gets tinygrad's defaults."""
+    if not from_python:
+        return buffers.from_numpy_dtype(arr.dtype)
+    if arr.dtype.kind == "b":
+        return dtypes.bool
+    if arr.dtype.kind in "iu":
+        fits = arr.size == 0 or (arr.min() >= dtypes.int32.min and arr.max() <= dtypes.int32.max)
+        return DEFAULT_INT if fits else dtypes.int64
+    if arr.dtype.kind == "f":
+        return DEFAULT_FLOAT
+    raise TypeError(f"cannot make a Tensor from Python data of numpy dtype {arr.dtype}")
+
+
+# ---------------------------------------------------------------------------------------- shapes
+
+
+def _shape_args(shape: Any, rest: tuple) -> tuple:
+    """`f((2, 3))` and `f(2, 3)` both mean the shape (2, 3), as in tinygrad."""
+    if shape is None or isinstance(shape, (int, np.integer)):
+        return tuple(int(s) if s is not None else None for s in (shape, *rest))
+    if rest:
+        raise TypeError(f"give a shape either as one tuple or as integers, not {(shape, *rest)}")
+    return tuple(int(s) if s is not None else None for s in shape)
+
+
+def _varshape(shape: tuple) -> tuple:
+    """The shape of `f(*shape)` where f takes `f(2, 3)` or `f((2, 3))`."""
+    return _shape_args(shape[0] if len(shape) == 1 else shape, ())
+
+
+def _broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """numpy's broadcast of shapes; ValueError naming them when they do not broadcast."""
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out = []
+    for dims in zip(*padded):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            raise ValueError("cannot broadcast " + " with ".join(str(tuple(s)) for s in shapes))
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def _norm_axis(axis: int, ndim: int, shape: tuple) -> int:
+    if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for shape {shape}")
+    return int(axis) % ndim if ndim else 0
+
+
+def _flat(pairs: Iterable[Iterable[int]]) -> tuple[int, ...]:
+    return tuple(x for p in pairs for x in p)
+
+
+def _pair(v: int | Sequence[int], name: str) -> tuple[int, int]:
+    if isinstance(v, int):
+        return (v, v)
+    if len(v) != 2:
+        raise ValueError(f"{name} must be an int or a pair, got {v}")
+    return (int(v[0]), int(v[1]))
+
+
+# every live Tensor: realizing a graph must update each tensor that shares it
+all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+
+
+def _realize_module() -> Any:
+    # imported late: realize.py imports this module; import_module also lets tests substitute it
+    mod = importlib.import_module(".realize", __package__)
+    track = getattr(mod, "track", None)
+    if track is not None:  # realize.py keeps its own set of live tensors
+        for t in list(all_tensors):
+            track(t)
+    return mod
+
+
+# ---------------------------------------------------------------------------------------- Tensor
+
+
+class Tensor:
+    """A lazy tensor: `self.uop` is the tensor-level graph that computes it."""
+
+    __slots__ = ("uop", "__weakref__")
+    __array_ufunc__ = None  # `ndarray + Tensor` must defer to Tensor.__radd__, not loop in numpy
+    _seed: int = 0
+    _rng_counter: int = 0
+
+    def __init__(self, data: Any, dtype: DType | None = None):
+        if isinstance(data, Tensor):
+            uop = data.uop
+        elif isinstance(data, UOp):
+            uop = data
+        elif isinstance(data, np.generic):  # before float: np.float64 subclasses float
+            uop = UOp.const(dtype or buffers.from_numpy_dtype(data.dtype), data.item())
+        elif isinstance(data, (bool, int, float)):
+            uop = UOp.const(dtype or _scalar_dtype(data), data)
+        elif isinstance(data, np.ndarray):
+            uop = _buffer_view(data, dtype or buffers.from_numpy_dtype(data.dtype))
+        elif isinstance(data, (list, tuple)):
+            arr = np.array(data)
+            uop = _buffer_view(arr, dtype or _numpy_to_dtype(arr, from_python=True))
+        else:
+            raise TypeError(f"cannot make a Tensor from {type(data).__name__}")
+        if dtype is not None and uop.dtype != dtype:
+            uop = UOp(Ops.CAST, dtype, (uop,))
+        self.uop: UOp = uop
+        all_tensors.add(self)
+
+    # ------------------------------------------------------------------ facts
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.uop.shape)
+
+    @property
+    def dtype(self) -> DType:
+        return self.uop.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def device(self) -> str:
+        return "CPU"
+
+    def numel(self) -> int:
+        return int(prod(self.shape))
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"<Tensor shape={self.shape} dtype={self.dtype.name} op={self.uop.op.name}>"
+
+    def __hash__(self) -> int:
+        return id(self)  # `==` builds a comparison, so hashing is by identity (as tinygrad)
+
+    def __bool__(self) -> bool:
+        raise TypeError("the truth value of a Tensor is ambiguous; realize it with .numpy() or .item()")
+
+    # ------------------------------------------------------------------ creation
+
+    @staticmethod
+    def empty(*shape: Any, dtype: DType | None = None) -> Tensor:
+        """An uninitialized buffer of this shape (float32 by default)."""
+        shape = _varshape(shape)
+        return Tensor(_reshape_buffer(buffers.new_buffer_uop(dtype or DEFAULT_FLOAT, int(prod(shape))), shape))
+
+    @staticmethod
+    def full(shape: Any, fill_value: Scalar, dtype: DType | None = None) -> Tensor:
+        """A constant: `CONST.reshape((1,)*n).expand(shape)`; the dtype follows the value by default."""
+        shape = _shape_args(shape, ())
+        return Tensor(fill_value, dtype=dtype or _scalar_dtype(fill_value))._broadcast_to(shape)
+
+    @staticmethod
+    def zeros(*shape: Any, dtype: DType | None = None) -> Tensor:
+        return Tensor.full(_varshape(shape), 0, dtype or DEFAULT_FLOAT)
+
+    @staticmethod
+    def ones(*shape: Any, dtype: DType | None = None) -> Tensor:
+        return Tensor.full(_varshape(shape), 1, dtype or DEFAULT_FLOAT)
+
+    def zeros_like(self, dtype: DType | None = None) -> Tensor:
+        return Tensor.zeros(self.shape, dtype=dtype or self.dtype)
+
+    def ones_like(self, dtype: DType | None = None) -> Tensor:
+        return Tensor.ones(self.shape, dtype=dtype or self.dtype)
+
+    def full_like(self, fill_value: Scalar, dtype: DType | None = None) -> Tensor:
+        return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype)
+
+    @staticmethod
+    def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | None = None) -> Tensor:
+        """`start, start+step, ...` below `stop`. Computed on the host into a realized buffer (tinygrad
+        builds it lazily; a buffer is one load in any kernel that uses it)."""
+        if stop is None:
+            start, stop = 0, start
+        if step == 0:
+            raise ValueError("arange step must not be 0")
+        if dtype is None:
+            dtype = DEFAULT_FLOAT if any(isinstance(v, float) for v in (start, stop, step)) else DEFAULT_INT
+        n = max(0, math.ceil((stop - start) / step))
+        return Tensor((start + np.arange(n, dtype=np.float64) * step).astype(buffers.numpy_dtype(dtype)), dtype)
+
+    @staticmethod
+    def manual_seed(seed: int = 0) -> None:
+        """Seed `rand`/`randn`: after `manual_seed(n)`, the k-th call draws from numpy's generator (n, k)."""
+        Tensor._seed, Tensor._rng_counter = int(seed), 0
+
+    @staticmethod
+    def _rng(seed: int | None) -> np.random.Generator:
+        if seed is not None:
+            return np.random.default_rng(seed)
+        Tensor._rng_counter += 1
+        return np.random.default_rng((Tensor._seed, Tensor._rng_counter))
+
+    @staticmethod
+    def rand(*shape: Any, seed: int | None = None, dtype: DType | None = None) -> Tensor:
+        """Uniform in [0, 1). Generated by numpy on the host into a realized buffer (tinygrad computes it
+        on the device with threefry, so the values differ from tinygrad's)."""
+        shape = _varshape(shape)
+        dtype = dtype or DEFAULT_FLOAT
+        values = np.asarray(Tensor._rng(seed).random(shape, dtype=np.float32))
+        return Tensor(values.astype(buffers.numpy_dtype(dtype)), dtype)
+
+    @staticmethod
+    def randn(*shape: Any, seed: int | None = None, dtype: DType | None = None) -> Tensor:
+        """Standard normal; host-generated like `rand`."""
+        shape = _varshape(shape)
+        dtype = dtype or DEFAULT_FLOAT
+        values = np.asarray(Tensor._rng(seed).standard_normal(shape, dtype=np.float32))
+        return Tensor(values.astype(buffers.numpy_dtype(dtype)), dtype)
+
+    # ------------------------------------------------------------------ graph building helpers
+
+    def _mop(self, op: Ops, arg: Any) -> Tensor:
+        return Tensor(UOp(op, self.dtype, (self.uop,), arg))
+
+    def _unary(self, op: Ops) -> Tensor:
+        return Tensor(UOp(op, self.dtype, (self.uop,)))
+
+    def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
+        """Explicit broadcast: RESHAPE to add leading 1s, then EXPAND."""
+        if self.shape == shape:
+            return self
+        _broadcast_shape(self.shape, shape)  # raises with both shapes named
+        x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if self.ndim < len(shape) else self
+        return x.expand(shape)
+
+    @staticmethod
+    def _operands(*items: Any, dtype: DType | None = None) -> list[Tensor]:
+        """Tensors and scalars promoted to one dtype (or `dtype`) and broadcast to one shape."""
+        items = tuple(_operand(x) for x in items)
+        dt = dtype or _promote(items)
+        tensors = [x.cast(dt) if isinstance(x, Tensor) else Tensor(x, dtype=dt) for x in items]
+        shape = _broadcast_shape(*(t.shape for t in tensors))
+        return [t._broadcast_to(shape) for t in tensors]
+
+    def _binary(self, op: Ops, other: Any, reverse: bool = False, float_only: bool = False) -> Tensor:
+        a, b = Tensor._operands(other, self) if reverse else Tensor._operands(self, other)
+        if float_only and not a.dtype.is_float:
+            a, b = a.cast(DEFAULT_FLOAT), b.cast(DEFAULT_FLOAT)
+        return Tensor(UOp(op, a.dtype, (a.uop, b.uop)))
+
+    def _compare(self, op: Ops, other: Any, reverse: bool = False) -> Tensor:
+        a, b = Tensor._operands(other, self) if reverse else Tensor._operands(self, other)
+        return Tensor(UOp(op, dtypes.bool, (a.uop, b.uop)))
+
+    def _inverse(self) -> Tensor:
+        """An order-reversing map without overflow: -x for floats, ~x for ints, not x for bools."""
+        if self.dtype.is_float:
+            return -self
+        if self.dtype == dtypes.bool:
+            return self.logical_not()
+        ones = -1 if self.dtype.kind == "int" else self.dtype.max
+        return self._binary(Ops.XOR, Tensor(ones, dtype=self.dtype))
+
+    def _to_float(self) -> Tensor:
+        return self.cast(_float_dtype(self.dtype))
+
+    # ------------------------------------------------------------------ elementwise: arithmetic
+
+    def add(self, x: Any, reverse: bool = False) -> Tensor:
+        return self._binary(Ops.ADD, x, reverse)
+
+    def sub(self, x: Any, reverse: bool = False) -> Tensor:
+        return self._binary(Ops.SUB, x, reverse)
+
+    def mul(self, x: Any, reverse: bool = False) -> Tensor:
+        return self._binary(Ops.MUL, x, reverse)
+
+    def div(self, x: Any, reverse: bool = False) -> Tensor:
+        """True division; integer operands divide in float32 (as tinygrad)."""
+        return self._binary(Ops.FDIV, x, reverse, float_only=True)
+
+    def pow(self, x: Any, reverse: bool = False) -> Tensor:
+        return self._binary(Ops.POW, x, reverse)
+
+    def maximum(self, x: Any) -> Tensor:
+        return self._binary(Ops.MAX, x)
+
+    def minimum(self, x: Any) -> Tensor:
+        a, b = Tensor._operands(self, x)
+        return a._inverse().maximum(b._inverse())._inverse()
+
+    def where(self, x: Any, y: Any) -> Tensor:
+        """`x` where self is true, else `y` (self is the condition, as in tinygrad)."""
+        cond = self.cast(dtypes.bool)
+        x_, y_ = Tensor._operands(x, y)
+        shape = _broadcast_shape(cond.shape, x_.shape)
+        c, a, b = cond._broadcast_to(shape), x_._broadcast_to(shape), y_._broadcast_to(shape)
+        return Tensor(UOp(Ops.WHERE, a.dtype, (c.uop, a.uop, b.uop)))
+
+    def __add__(self, x: Any) -> Tensor: return self.add(x)
+    def __radd__(self, x: Any) -> Tensor: return self.add(x, reverse=True)
+    def __sub__(self, x: Any) -> Tensor: return self.sub(x)
+    def __rsub__(self, x: Any) -> Tensor: return self.sub(x, reverse=True)
+    def __mul__(self, x: Any) -> Tensor: return self.mul(x)
+    def __rmul__(self, x: Any) -> Tensor: return self.mul(x, reverse=True)
+    def __truediv__(self, x: Any) -> Tensor: return self.div(x)
+    def __rtruediv__(self, x: Any) -> Tensor: return self.div(x, reverse=True)
+    def __pow__(self, x: Any) -> Tensor: return self.pow(x)
+    def __rpow__(self, x: Any) -> Tensor: return self.pow(x, reverse=True)
+    def __matmul__(self, x: Tensor) -> Tensor: return self.matmul(x)
+    def __rmatmul__(self, x: Any) -> Tensor: return Tensor(x).matmul(self)
+    def __neg__(self) -> Tensor: return self.neg()
+    def __abs__(self) -> Tensor: return self.abs()
+    def __invert__(self) -> Tensor: return self._invert()
+    def __and__(self, x: Any) -> Tensor: return self._binary(Ops.AND, x)
+    def __or__(self, x: Any) -> Tensor: return self._binary(Ops.OR, x)
+    def __xor__(self, x: Any) -> Tensor: return self._binary(Ops.XOR, x)
+
+    # ------------------------------------------------------------------ elementwise: comparisons
+
+    def __lt__(self, x: Any) -> Tensor: return self._compare(Ops.CMPLT, x)
+    def __gt__(self, x: Any) -> Tensor: return self._compare(Ops.CMPLT, x, reverse=True)
+    def __le__(self, x: Any) -> Tensor: return self._compare(Ops.CMPLT, x) | self._compare(Ops.CMPEQ, x)
+    def __ge__(self, x: Any) -> Tensor: return self.__gt__(x) | self._compare(Ops.CMPEQ, x)
+    def __eq__(self, x: Any) -> Tensor: return self._compare(Ops.CMPEQ, x)  # type: ignore[override]
+    def __ne__(self, x: Any) -> Tensor: return self._compare(Ops.CMPNE, x)  # type: ignore[override]
+
+    def eq(self, x: Any) -> Tensor:
+        return self == x
+
+    def ne(self, x: Any) -> Tensor:
+        return self != x
+
+    def _invert(self) -> Tensor:
+        if self.dtype.is_float:
+            raise TypeError(f"~ needs a bool or integer tensor, not {self.dtype.name}")
+        return self._inverse()  # logical not for bools, bitwise not for ints
+
+    def logical_not(self) -> Tensor:
+        return self.cast(dtypes.bool)._compare(Ops.CMPNE, True)
+
+    # ------------------------------------------------------------------ elementwise: unary
+
+    def neg(self) -> Tensor:
+        return self.logical_not() if self.dtype == dtypes.bool else self._unary(Ops.NEG)
+
+    def abs(self) -> Tensor:
+        if self.dtype.kind in ("bool", "uint"):
+            return self
+        return self.maximum(-self)
+
+    def reciprocal(self) -> Tensor:
+        return self._to_float()._unary(Ops.RECIP)
+
+    def sqrt(self) -> Tensor:
+        return self._to_float()._unary(Ops.SQRT)
+
+    def rsqrt(self) -> Tensor:
+        return self.sqrt().reciprocal()
+
+    def exp2(self) -> Tensor:
+        return self._to_float()._unary(Ops.EXP2)
+
+    def exp(self) -> Tensor:
+        return (self._to_float() * _LOG2_E).exp2()  # e^x = 2^(x log2 e)
+
+    def log2(self) -> Tensor:
+        return self._to_float()._unary(Ops.LOG2)
+
+    def log(self) -> Tensor:
+        return self.log2() * _LN_2  # ln x = log2(x) ln 2
+
+    def sin(self) -> Tensor:
+        return self._to_float()._unary(Ops.SIN)
+
+    def cos(self) -> Tensor:
+        return (math.pi / 2 - self._to_float()).sin()
+
+    def tan(self) -> Tensor:
+        return self.sin() / self.cos()
+
+    def square(self) -> Tensor:
+        return self * self
+
+    def relu(self) -> Tensor:
+        return self.maximum(0)
+
+    def sigmoid(self) -> Tensor:
+        return (1 + (-self._to_float()).exp()).reciprocal()
+
+    def tanh(self) -> Tensor:
+        return 2 * (2 * self._to_float()).sigmoid() - 1
+
+    def gelu(self) -> Tensor:
+        """The tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+        x = self._to_float()
+        return 0.5 * x * (1 + (_SQRT_2_OVER_PI * x * (1 + 0.044715 * x * x)).tanh())
+
+    def clip(self, min_: Any, max_: Any) -> Tensor:
+        return self.maximum(min_).minimum(max_)
+
+    def cast(self, dtype: DType) -> Tensor:
+        return self if self.dtype == dtype else Tensor(UOp(Ops.CAST, dtype, (self.uop,)))
+
+    def int(self) -> Tensor:
+        return self.cast(dtypes.int32)
+
+    def float(self) -> Tensor:
+        return self.cast(dtypes.float32)
+
+    def half(self) -> Tensor:
+        return self.cast(dtypes.float16)
+
+    def double(self) -> Tensor:
+        return self.cast(dtypes.float64)
+
+    def long(self) -> Tensor:
+        return self.cast(dtypes.int64)
+
+    def bool(self) -> Tensor:
+        return self.cast(dtypes.bool)
+
+    # ------------------------------------------------------------------ reductions
+
+    def _axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
+        if axis is None:
+            return tuple(range(self.ndim))
+        axes = tuple(_norm_axis(a, self.ndim, self.shape) for a in ((axis,) if isinstance(axis, int) else axis))
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"repeated axis in {axis} for shape {self.shape}")
+        return tuple(sorted(axes))
+
+    def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
+        axes = self._axes(axis)
+        work = tuple(a for a in axes if self.shape[a] != 1)  # reducing an axis of size 1 is a no-op
+        out = Tensor(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, work))) if work else self
+        if keepdim:
+            return out.reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape)))
+        return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+    def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
+        return self.cast(dtype or _sum_dtype(self.dtype))._reduce(Ops.ADD, axis, keepdim)
+
+    def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
+             dtype: DType | None = None) -> Tensor:
+        return self.cast(dtype or _sum_dtype(self.dtype))._reduce(Ops.MUL, axis, keepdim)
+
+    def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self._reduce(Ops.MAX, axis, keepdim)
+
+    def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self._inverse().max(axis, keepdim)._inverse()
+
+    def _count(self, axis: int | Sequence[int] | None) -> int:
+        return int(prod(self.shape[a] for a in self._axes(axis)))
+
+    def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """sum / n, in float (integer tensors are averaged in float32)."""
+        return self._to_float().sum(axis, keepdim) / self._count(axis)
+
+    def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        """sum((x - mean)^2) / (n - correction), the unbiased estimate by default (as tinygrad)."""
+        x = self._to_float()
+        d = x - x.mean(axis, keepdim=True)
+        return (d * d).sum(axis, keepdim) / max(0, self._count(axis) - correction)
+
+    def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        return self.var(axis, keepdim, correction).sqrt()
+
+    def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        """The index of the first maximum along `axis` (of the flattened tensor if None), as int32."""
+        if axis is None:
+            return self.flatten().argmax(0)
+        ax = _norm_axis(axis, self.ndim, self.shape)
+        n = self.shape[ax]
+        is_max = self == self.max(ax, keepdim=True)
+        # counting down, the first maximum has the largest index from the end
+        from_end = Tensor.arange(n - 1, -1, -1).reshape(tuple(n if i == ax else 1 for i in range(self.ndim)))
+        return (n - 1) - is_max.where(from_end, 0).max(ax, keepdim)
+
+    def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        return self._inverse().argmax(axis, keepdim)
+
+    # ------------------------------------------------------------------ movement
+
+    def reshape(self, shape: Any, *args: int) -> Tensor:
+        """New shape of the same size; one -1 is inferred, None keeps that axis."""
+        new = _shape_args(shape, args)
+        new = tuple(self.shape[i] if s is None else s for i, s in enumerate(new))
+        if new.count(-1) > 1 or any(s < -1 for s in new):
+            raise ValueError(f"cannot reshape {self.shape} to {new}")
+        if -1 in new:
+            known = int(prod(s for s in new if s != -1))
+            if known == 0 or self.numel() % known:
+                raise ValueError(f"cannot reshape {self.shape} to {new}")
+            new = tuple(self.numel() // known if s == -1 else s for s in new)
+        if prod(new) != self.numel():
+            raise ValueError(f"cannot reshape {self.shape} to {new}")
+        return self if new == self.shape else self._mop(Ops.RESHAPE, new)
+
+    def expand(self, shape: Any, *args: int) -> Tensor:
+        """Repeat axes of size 1; -1 keeps an axis; more axes than self are added in front."""
+        new = _shape_args(shape, args)
+        if len(new) < self.ndim:
+            raise ValueError(f"cannot expand {self.shape} to {new}")
+        old = (1,) * (len(new) - self.ndim) + self.shape
+        new = tuple(o if s == -1 else s for o, s in zip(old, new))
+        if any(o != s and o != 1 for o, s in zip(old, new)) or any(s < 0 for s in new):
+            raise ValueError(f"cannot expand {self.shape} to {new}")
+        x = self.reshape(old)
+        return x if new == x.shape else x._mop(Ops.EXPAND, new)
+
+    def permute(self, order: Any, *args: int) -> Tensor:
+        axes = _shape_args(order, args)
+        if len(axes) != self.ndim or any(not -self.ndim <= a < self.ndim for a in axes) \
+                or sorted(a % self.ndim for a in axes) != list(range(self.ndim)):
+            raise ValueError(f"bad permutation {axes} for shape {self.shape}")
+        axes = tuple(a % self.ndim for a in axes)
+        return self if axes == tuple(range(self.ndim)) else self._mop(Ops.PERMUTE, axes)
+
+    def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+        order = list(range(self.ndim))
+        a, b = _norm_axis(dim0, self.ndim, self.shape), _norm_axis(dim1, self.ndim, self.shape)
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    @property
+    def T(self) -> Tensor:
+        """`transpose(1, 0)` as in tinygrad (numpy's .T reverses all axes; the same for 2-d)."""
+        return self.transpose()
+
+    def _norm_padding(self, padding: Any) -> tuple[tuple[int, int], ...]:
+        padding = tuple(padding)
+        if all(isinstance(p, (int, np.integer)) for p in padding) and padding:
+            # flat, torch style: (last_before, last_after, second_last_before, ...)
+            if len(padding) % 2 or len(padding) // 2 > self.ndim:
+                raise ValueError(f"bad padding {padding} for shape {self.shape}")
+            pairs = [(int(padding[i]), int(padding[i + 1])) for i in range(0, len(padding), 2)][::-1]
+            return ((0, 0),) * (self.ndim - len(pairs)) + tuple(pairs)
+        if len(padding) != self.ndim:
+            raise ValueError(f"bad padding {padding} for shape {self.shape}")
+        return tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
+
+    def pad(self, padding: Any, value: Scalar = 0.0) -> Tensor:
+        """Pad with `value`: ((before, after), ...) per axis (None: no padding), or torch-style flat ints.
+        Negative amounts crop."""
+        pads = self._norm_padding(padding)
+        if any(s + min(b, 0) + min(a, 0) < 0 for s, (b, a) in zip(self.shape, pads)):  # crops overlap
+            raise ValueError(f"bad padding {padding} for shape {self.shape}")
+        x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for s, (b, a) in zip(self.shape, pads)))
+        grow = tuple((max(b, 0), max(a, 0)) for b, a in pads)
+        if not any(b or a for b, a in grow):
+            return x
+        padded = x._mop(Ops.PAD, grow)
+        if value == 0:
+            return padded
+        # PAD fills zeros: select the fill value where a padded mask of True is False
+        inside = Tensor(True)._broadcast_to(x.shape)._mop(Ops.PAD, grow)
+        return inside.where(padded, Tensor.full(padded.shape, value, dtype=self.dtype))
+
+    def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
+        """Keep [start, end) of each axis (None: all of it)."""
+        if len(arg) != self.ndim:
+            raise ValueError(f"bad shrink {tuple(arg)} for shape {self.shape}")
+        bounds = tuple((0, s) if p is None else (int(p[0]), int(p[1])) for s, p in zip(self.shape, arg))
+        if any(not 0 <= b <= e <= s for s, (b, e) in zip(self.shape, bounds)):
+            raise ValueError(f"bad shrink {tuple(arg)} for shape {self.shape}")
+        return self if all(b == 0 and e == s for s, (b, e) in zip(self.shape, bounds)) \
+            else self._mop(Ops.SHRINK, bounds)
+
+    def flip(self, axis: int | Sequence[int], *args: int) -> Tensor:
+        axes = self._axes((axis, *args) if isinstance(axis, int) else tuple(axis))
+        return self._mop(Ops.FLIP, tuple(i in axes for i in range(self.ndim))) if axes else self
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        d = _norm_axis(dim, self.ndim + 1, self.shape)
+        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+    def squeeze(self, dim: int | None = None) -> Tensor:
+        """Drop axes of size 1 (all of them, or `dim` if it has size 1; otherwise unchanged, as tinygrad)."""
+        if dim is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        d = _norm_axis(dim, self.ndim, self.shape)
+        return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        if self.ndim == 0:
+            return self.reshape(1)
+        a, b = _norm_axis(start_dim, self.ndim, self.shape), _norm_axis(end_dim, self.ndim, self.shape)
+        return self.reshape(self.shape[:a] + (int(prod(self.shape[a:b + 1])),) + self.shape[b + 1:])
+
+    def __getitem__(self, key: Any) -> Tensor:
+        """Basic indexing: ints (negative too), slices with step 1, `...` and None."""
+        shrink, out_shape = [], []
+        dim = 0
+        for k in self._expand_key(key):
+            if k is None:
+                out_shape.append(1)
+                continue
+            size = self.shape[dim]
+            if isinstance(k, slice):
+                start, stop, step = k.indices(size)
+                if step != 1:
+                    raise ValueError(f"only slices with step 1 are supported, got {k}")
+                shrink.append((start, max(start, stop)))
+                out_shape.append(max(start, stop) - start)
+            else:
+                i = int(k) + size if k < 0 else int(k)
+                if not 0 <= i < size:
+                    raise IndexError(f"index {k} is out of bounds for axis {dim} of shape {self.shape}")
+                shrink.append((i, i + 1))
+            dim += 1
+        return self.shrink(shrink).reshape(tuple(out_shape))
+
+    def _expand_key(self, key: Any) -> list[Any]:
+        key = list(key) if isinstance(key, tuple) else [key]
+        for k in key:
+            ok = k is None or k is Ellipsis or isinstance(k, slice) or \
+                (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)))
+            if not ok:
+                raise TypeError(f"unsupported index {k!r}: only ints, slices, ... and None")
+        if key.count(Ellipsis) > 1:
+            raise IndexError("an index can only have a single ellipsis")
+        real = sum(k is not None and k is not Ellipsis for k in key)
+        if real > self.ndim:
+            raise IndexError(f"too many indices for shape {self.shape}")
+        fill = [slice(None)] * (self.ndim - real)
+        if Ellipsis in key:
+            i = key.index(Ellipsis)
+            return key[:i] + fill + key[i + 1:]
+        return key + fill
+
+    def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+        """Concatenate along `dim`: each part padded to the full size, then added (one elementwise op)."""
+        parts = (self, *args)
+        d = _norm_axis(dim, self.ndim, self.shape)
+        for t in args:
+            if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+                raise ValueError(f"cannot cat {self.shape} with {t.shape} along dim {dim}")
+        if not args:
+            return self
+        dt = least_upper_dtype(*(t.dtype for t in parts))
+        total = sum(t.shape[d] for t in parts)
+        offsets = np.cumsum([0] + [t.shape[d] for t in parts])
+        padded = [t.cast(dt).pad(tuple((int(o), int(total - o - t.shape[d])) if i == d else (0, 0)
+                                       for i in range(self.ndim))) for t, o in zip(parts, offsets)]
+        return functools.reduce(Tensor.add, padded)
+
+    def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+        d = _norm_axis(dim, self.ndim + 1, self.shape)
+        for t in args:
+            if t.shape != self.shape:
+                raise ValueError(f"cannot stack {self.shape} with {t.shape}")
+        return self.unsqueeze(d).cat(*(t.unsqueeze(d) for t in args), dim=d)
+
+    # ------------------------------------------------------------------ composites
+
+    def matmul(self, w: Tensor) -> Tensor:
+        """numpy's matmul: (..., n, k) @ (..., k, m), batch axes broadcast, 1-d operands promoted and
+        dropped. Built as one multiply and one sum over k (the last axis)."""
+        w = w if isinstance(w, Tensor) else Tensor(w)
+        if self.ndim == 0 or w.ndim == 0:
+            raise ValueError(f"cannot matmul {self.shape} with {w.shape}: 0-d operand")
+        x = self.reshape(1, -1) if self.ndim == 1 else self
+        y = w.reshape(-1, 1) if w.ndim == 1 else w
+        if x.shape[-1] != y.shape[-2]:
+            raise ValueError(f"cannot matmul {self.shape} with {w.shape}: inner dimensions "
+                             f"{x.shape[-1]} and {y.shape[-2]} differ")
+        try:
+            _broadcast_shape(x.shape[:-2], y.shape[:-2])
+        except ValueError:
+            raise ValueError(f"cannot matmul {self.shape} with {w.shape}: batch dimensions "
+                             f"do not broadcast") from None
+        n, k, m = x.shape[-2], x.shape[-1], y.shape[-1]
+        xe = x.reshape(x.shape[:-2] + (n, 1, k))
+        ye = y.transpose(-1, -2).reshape(y.shape[:-2] + (1, m, k))
+        out = (xe * ye).sum(-1)
+        if self.ndim == 1:
+            out = out.squeeze(-2)
+        if w.ndim == 1:
+            out = out.squeeze(-1)
+        return out
+
+    def dot(self, w: Tensor) -> Tensor:
+        return self.matmul(w)
+
+    def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        """x @ weight + bias (a 1-d weight scales elementwise, as tinygrad)."""
+        x = self * weight if weight.ndim == 1 else self.matmul(weight)
+        return x if bias is None else x + bias
+
+    def sequential(self, layers: Sequence[Callable[[Tensor], Tensor]]) -> Tensor:
+        return functools.reduce(lambda x, f: f(x), layers, self)
+
+    def softmax(self, axis: int = -1) -> Tensor:
+        e = (self._to_float() - self.max(axis, keepdim=True)).exp()
+        return e / e.sum(axis, keepdim=True)
+
+    def log_softmax(self, axis: int = -1) -> Tensor:
+        m = self._to_float() - self.max(axis, keepdim=True)
+        return m - m.exp().sum(axis, keepdim=True).log()
+
+    def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
+        """(x - mean) / sqrt(mean((x - mean)^2) + eps), without affine parameters."""
+        y = self._to_float() - self.mean(axis, keepdim=True)
+        return y * ((y * y).mean(axis, keepdim=True) + eps).rsqrt()
+
+    def cumsum(self, axis: int = 0) -> Tensor:
+        """Running sum along `axis`: out[j] = sum over i <= j, a masked sum with a triangular mask built
+        from arange comparisons (one reduction)."""
+        ax = _norm_axis(axis, self.ndim, self.shape)
+        n = self.shape[ax]
+        x = self.transpose(ax, -1)
+        idx = Tensor.arange(n)
+        lower = idx.reshape(n, 1) >= idx.reshape(1, n)  # [j, i]: i <= j
+        return lower.where(x.unsqueeze(-2), 0).sum(-1).transpose(ax, -1)
+
+    def _pool(self, kernel: tuple[int, ...], stride: tuple[int, ...]) -> Tensor:
+        """Sliding windows over the last len(kernel) axes with movement ops only:
+        (..., i1, i2) -> (..., o1, o2, k1, k2), out[..., o, k] = self[..., o*s + k].
+
+        Per axis of size i: repeat it e times and flatten (position p holds x[p mod i]); rows of i+1 make
+        row k start at x[k]; taking every s-th column of a row gives x[o*s + k]."""
+        nk, pre = len(kernel), self.shape[:-len(kernel)]
+        ins = self.shape[-nk:]
+        outs = tuple((i - k) // s + 1 for i, k, s in zip(ins, kernel, stride))
+        reps = tuple(math.ceil(k * (i + 1) / i) for i, k in zip(ins, kernel))
+        keep = ((0, s) for s in pre)
+        x = self.reshape(pre + _flat((1, i) for i in ins)).expand(pre + _flat(zip(reps, ins)))
+        x = x.reshape(pre + tuple(e * i for e, i in zip(reps, ins)))
+        x = x.shrink(tuple(keep) + tuple((0, k * (i + 1)) for i, k in zip(ins, kernel)))
+        x = x.reshape(pre + _flat((k, i + 1) for i, k in zip(ins, kernel)))
+        # make each row exactly o*s long: shrink, or pad when s > k+1 (padding is never selected)
+        lens = _flat((k, o * s) for k, o, s in zip(kernel, outs, stride))
+        x = x.shrink(tuple((0, s) for s in pre) + tuple((0, min(n, m)) for n, m in zip(x.shape[len(pre):], lens)))
+        x = x.pad(((0, 0),) * len(pre) + tuple((0, m - n) for n, m in zip(x.shape[len(pre):], lens)))
+        x = x.reshape(pre + _flat((k, o, s) for k, o, s in zip(kernel, outs, stride)))
+        x = x.shrink(tuple((0, s) for s in pre) + _flat(((0, k), (0, o), (0, 1)) for k, o in zip(kernel, outs)))
+        x = x.reshape(pre + _flat(zip(kernel, outs)))
+        p = len(pre)
+        outs_axes, kernel_axes = tuple(p + 2 * d + 1 for d in range(nk)), tuple(p + 2 * d for d in range(nk))
+        return x.permute(tuple(range(p)) + outs_axes + kernel_axes)
+
+    def conv2d(self, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
+               padding: int | Sequence[int] = 0, groups: int = 1) -> Tensor:
+        """NCHW convolution (cross-correlation, as torch/tinygrad) with an OIHW weight. `padding` is an int,
+        (pad_h, pad_w), or torch-style (left, right, top, bottom). Windows come from movement ops
+        (`_pool`), so the whole convolution is one multiply and one sum."""
+        if self.ndim != 4 or weight.ndim != 4:
+            raise ValueError(f"conv2d needs a 4-d input and weight, got {self.shape} and {weight.shape}")
+        n, cin, _, _ = self.shape
+        cout, cin_g, kh, kw = weight.shape
+        if cin != cin_g * groups or cout % groups:
+            raise ValueError(f"conv2d: input {self.shape} does not match weight {weight.shape} with groups={groups}")
+        if isinstance(padding, int) or len(padding) == 2:
+            (ph, pw) = _pair(padding, "padding")
+            pads = ((ph, ph), (pw, pw))
+        elif len(padding) == 4:
+            pads = ((padding[2], padding[3]), (padding[0], padding[1]))
+        else:
+            raise ValueError(f"conv2d padding must be an int, a pair or 4 ints, got {padding}")
+        x = self.pad(((0, 0), (0, 0)) + tuple(pads))
+        if x.shape[2] < kh or x.shape[3] < kw:
+            raise ValueError(f"conv2d: kernel {(kh, kw)} is larger than the padded input {x.shape[2:]}")
+        strides = _pair(stride, "stride")
+        if min(strides) < 1:
+            raise ValueError(f"conv2d stride must be >= 1, got {stride}")
+        x = x._pool((kh, kw), strides)  # (n, cin, oh, ow, kh, kw)
+        oh, ow = x.shape[2:4]
+        x = x.reshape(n, groups, 1, cin_g, oh, ow, kh, kw)
+        w = weight.reshape(1, groups, cout // groups, cin_g, 1, 1, kh, kw)
+        out = (x * w).sum((3, 6, 7)).reshape(n, cout, oh, ow)
+        return out if bias is None else out + bias.reshape(1, cout, 1, 1)
+
+    # ------------------------------------------------------------------ realization
+
+    def realize(self, *lst: Tensor) -> Tensor:
+        """Compute self (and `lst`) into buffers; `Tensor.realize(a, b)` works too."""
+        _realize_module().realize(self, *lst)
+        return self
+
+    def schedule(self, *lst: Tensor) -> Any:
+        """The kernels that would realize self (and `lst`), without running them."""
+        return _realize_module().schedule(self, *lst)
+
+    def numpy(self) -> np.ndarray:
+        return _realize_module().to_numpy(self)
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def item(self) -> Scalar:
+        if self.numel() != 1:
+            raise ValueError(f"item() needs one element, the shape is {self.shape}")
+        return self.numpy().reshape(-1)[0].item()
+
+    def lazy_numpy(self) -> np.ndarray:
+        """The value computed directly from the graph by numpy (runtime/lazy_eval.py), no scheduling."""
+        from .lazy_eval import evaluate
+
+        return evaluate(self.uop)
+
+    def contiguous(self) -> Tensor:
+        return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+
+    def assign(self, x: Any) -> Tensor:
+        """Make self's buffer take the value `x` when realized: self.uop becomes ASSIGN(self.uop, x)."""
+        if not isinstance(x, Tensor):
+            x = Tensor.full(self.shape, x, self.dtype) if isinstance(x, (bool, int, float)) else Tensor(x, self.dtype)
+        if x.shape != self.shape:
+            raise ValueError(f"cannot assign a tensor of shape {x.shape} to one of shape {self.shape}")
+        if x.dtype != self.dtype:
+            raise ValueError(f"cannot assign a {x.dtype.name} tensor to a {self.dtype.name} tensor")
+        self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+        return self
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+
+def _operand(x: Any) -> Tensor | Scalar:
+    """A Tensor, or a Python scalar (numpy scalars become weak Python scalars too)."""
+    if isinstance(x, (Tensor, bool, int, float)):
+        return x
+    if isinstance(x, np.generic):
+        return x.item()
+    return Tensor(x)
+
+
+def _reshape_buffer(buf: UOp, shape: tuple[int, ...]) -> UOp:
+    # always built, even as a no-op: a realized tensor is BUFFER + RESHAPE (docs/tensor-ir.md)
+    return UOp(Ops.RESHAPE, buf.dtype, (buf,), tuple(shape))
+
+
+def _buffer_view(arr: np.ndarray, dtype: DType) -> UOp:
+    return _reshape_buffer(buffers.from_numpy(arr, dtype), arr.shape)
