@@ -8,17 +8,19 @@ captures that are never used.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import sys
 from pathlib import Path
 
+from rulec.runtime.helpers import HELPERS
 from rulec.runtime.ops import OP_INFO
 
 from .diagnostics import Loc, Reporter
 from .exprs import Expr, bind_names
 from .model import NOARG, Pat, Rule, RuleFile, RuleSetDef, TCapture, TExpr, TNode, TReplace, TSplice, term_walk
-from .variants import pattern_variants
+from .variants import MAX_VARIANTS, pattern_variants, rule_can_refuse
 
 
 def check(files: list[RuleFile], rep: Reporter) -> dict[str, RuleSetDef]:
@@ -55,13 +57,29 @@ def _cyclic(rs: RuleSetDef, table: dict[str, RuleSetDef], stack: tuple[str, ...]
 def _check_includes(rs: RuleSetDef, table: dict[str, RuleSetDef], rep: Reporter) -> None:
     for name, loc in rs.include:
         if name not in table:
-            import difflib
-
             close = difflib.get_close_matches(name, list(table), n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             rep.error(loc, f"include of unknown rule set '{name}'{hint}", len(name))
-        elif name == rs.name or _cyclic(table[name], table, (rs.name,)):
-            rep.error(loc, f"include cycle: '{rs.name}' includes '{name}', which includes '{rs.name}'", len(name))
+        elif name == rs.name:
+            rep.error(loc, f"include cycle: rule set '{name}' includes itself", len(name))
+        else:
+            path = _include_path(name, rs.name, table, set())
+            if path is not None:
+                rep.error(loc, f"include cycle: {' -> '.join([rs.name] + path)}", len(name))
+
+
+def _include_path(start: str, goal: str, table: dict[str, RuleSetDef], seen: set[str]) -> list[str] | None:
+    """The chain of includes from `start` to `goal`, both named, or None when there is none."""
+    if start == goal:
+        return [start]
+    if start in seen or start not in table:
+        return None
+    seen.add(start)
+    for name, _ in table[start].include:
+        tail = _include_path(name, goal, table, seen)
+        if tail is not None:
+            return [start] + tail
+    return None
 
 
 # ------------------------------------------------------------------ one rule
@@ -90,6 +108,11 @@ def check_rule(rule: Rule, rep: Reporter) -> None:
     collect_captures(rule, rep)
     for p in rule.match.walk():
         _check_pattern_arity(p, rep)
+    if len(pattern_variants(rule.match, rule_can_refuse(rule), MAX_VARIANTS + 1)) > MAX_VARIANTS:
+        # the generated matcher tries only the first orderings: the others would never match
+        rep.warning(rule.loc, f"rule '{rule.name}' has more than {MAX_VARIANTS} orderings of its commutative "
+                              f"sources; only {MAX_VARIANTS} are matched (split it into smaller rules)",
+                    len(rule.name))
     used: set[str] = set()
     if rule.when is not None:
         _bind(rule.when, rule, rep, used)
@@ -111,24 +134,41 @@ def _check_pattern_arity(p: Pat, rep: Reporter) -> None:
     if p.ops is None or p.src is None:
         return
     arities = {OP_INFO[op].arity for op in p.ops}
-    if None in arities or len(arities) != 1:
+    if None in arities:
         return
-    (arity,) = arities
     n = len(p.src)
-    if (p.rest is None and n != arity) or (p.rest is not None and n > arity):
-        rep.error(p.loc, f"{p.ops_text} takes {arity} source{'s' if arity != 1 else ''}, "
-                         f"but the pattern gives {n}{' or more' if p.rest is not None else ''}", 1)
+    if any(n == a or (p.rest is not None and n < a) for a in arities):
+        return
+    gives = f"but the pattern gives {n}{' or more' if p.rest is not None else ''}"
+    if len(arities) == 1:
+        (arity,) = arities
+        rep.error(p.loc, f"{p.ops_text} takes {arity} source{'s' if arity != 1 else ''}, {gives}", 1)
+    else:  # an op set: no op in it can match
+        takes = ", ".join(map(str, sorted(arities)))
+        rep.error(p.loc, f"the ops of {p.ops_text} take {takes} sources, {gives}", 1)
 
 
 def _bind(expr: Expr, rule: Rule, rep: Reporter, used: set[str]) -> None:
     bound = set(rule.captures)
     for name, off, kind in bind_names(expr, bound):
-        loc = expr.loc.shifted(off)
+        loc = expr.loc_at(off, name)
         if kind == "call":
-            rep.error(loc, f"unknown helper '{name}' (see docs/rules.md for the registered helpers)", len(name))
+            close = difflib.get_close_matches(name, list(HELPERS), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else "see docs/rules.md for the registered helpers"
+            rep.error(loc, f"unknown helper '{name}' ({hint})", len(name))
+        elif kind == "shadowed":
+            rep.error(loc, f"'{name}' is a capture of rule '{rule.name}', which hides the helper {name}(); "
+                           f"rename the capture", len(name))
         else:
-            rep.error(loc, f"name '{name}' is not bound by the pattern of rule '{rule.name}'", len(name))
+            rep.error(loc, _unbound(name, rule), len(name))
     used |= expr.names
+
+
+def _unbound(name: str, rule: Rule) -> str:
+    close = difflib.get_close_matches(name, list(rule.captures), n=1)
+    hint = (f"did you mean '{close[0]}'?" if close else
+            f"it binds {', '.join(sorted(rule.captures))}" if rule.captures else "it binds no names")
+    return f"name '{name}' is not bound by the pattern of rule '{rule.name}' ({hint})"
 
 
 def _check_term(rule: Rule, rep: Reporter, used: set[str]) -> None:
@@ -136,7 +176,7 @@ def _check_term(rule: Rule, rep: Reporter, used: set[str]) -> None:
         if isinstance(t, TCapture):
             kind = rule.captures.get(t.name)
             if kind is None:
-                rep.error(t.loc, f"name '{t.name}' is not bound by the pattern of rule '{rule.name}'", len(t.name))
+                rep.error(t.loc, _unbound(t.name, rule), len(t.name))
             elif kind == "rest":
                 rep.error(t.loc, f"'{t.name}' captures several sources: splice it with ...{t.name}", len(t.name))
             used.add(t.name)
@@ -158,8 +198,7 @@ def _check_term(rule: Rule, rep: Reporter, used: set[str]) -> None:
                     and len(t.children) != arity:
                 rep.error(t.loc, f"{t.op.name} takes {arity} source{'s' if arity != 1 else ''}, "
                                  f"but the result gives {len(t.children)}")
-        if isinstance(t, (TNode, TReplace)) and isinstance(t.dtype, Expr):
-            _bind(t.dtype, rule, rep, used)
+        # a computed :dtype is checked as the TExpr that term_walk yields for it
 
 
 def _check_call(rule: Rule, rep: Reporter, used: set[str]) -> None:
@@ -167,17 +206,25 @@ def _check_call(rule: Rule, rep: Reporter, used: set[str]) -> None:
     assert spec is not None
     fn = import_callback(spec.module, spec.function, spec.loc, rep)
     if fn is None:
+        used |= set(rule.captures)  # which captures it reads is unknown: do not also warn that they are unused
         return
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         rep.error(spec.loc, f"cannot read the parameters of {spec.module}:{spec.function}")
+        used |= set(rule.captures)
         return
     params = []
     for p in sig.parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             rep.error(spec.loc, f"callback {spec.function} takes *args/**kwargs; name its parameters after the "
                                 f"captures of rule '{rule.name}'")
+            used |= set(rule.captures)
+            return
+        if p.kind is p.KEYWORD_ONLY:  # the generated matcher passes captures by position
+            rep.error(spec.loc, f"callback {spec.function} takes keyword-only parameter '{p.name}'; rulec passes "
+                                f"captures by position")
+            used |= set(rule.captures)
             return
         if p.name == "ctx":
             spec.wants_ctx = True
@@ -185,6 +232,7 @@ def _check_call(rule: Rule, rep: Reporter, used: set[str]) -> None:
             bound = ", ".join(sorted(rule.captures)) or "nothing"
             rep.error(spec.loc, f"callback {spec.function} takes parameter '{p.name}', but rule '{rule.name}' "
                                 f"binds {bound}")
+            used |= set(rule.captures)
             return
         params.append(p.name)
     spec.params = tuple(params)
@@ -198,15 +246,21 @@ def import_callback(module: str, function: str, loc: Loc, rep: Reporter):
     sys.path[:0] = added
     try:
         mod = importlib.import_module(module)
-    except Exception as e:  # an import error in user code must become a diagnostic
+    except (Exception, SystemExit) as e:  # an import error in user code must become a diagnostic
         rep.error(loc, f"cannot import callback module '{module}': {type(e).__name__}: {e}")
         return None
     finally:
         for p in added:
             sys.path.remove(p)
     fn = getattr(mod, function, None)
-    if fn is None or not callable(fn):
-        rep.error(loc, f"module '{module}' has no function '{function}'")
+    if fn is None:
+        names = [n for n, v in vars(mod).items() if callable(v) and not n.startswith("_")]
+        close = difflib.get_close_matches(function, names, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        rep.error(loc, f"module '{module}' has no function '{function}'{hint}")
+        return None
+    if not callable(fn):
+        rep.error(loc, f"'{module}:{function}' is not a function (its type is {type(fn).__name__})")
         return None
     return fn
 

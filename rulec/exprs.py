@@ -4,13 +4,17 @@ Expressions use Python syntax, restricted to: literals, names bound by the
 pattern, attribute reads from a fixed list, indexing and slicing, arithmetic,
 comparisons, boolean logic, conditional expressions, tuples, comprehensions,
 and calls of registered helpers. They are parsed and checked at build time and
-compiled into the generated matcher; no text is evaluated at run time.
+compiled into the generated matcher; no text is evaluated at run time. An
+expression may span lines (a `when: |` block), as if it were in parentheses.
 """
 from __future__ import annotations
 
 import ast
 import copy
+import difflib
+import warnings
 from dataclasses import dataclass, field
+from typing import Callable
 
 from rulec.runtime.dtype import DTYPE_BY_NAME
 from rulec.runtime.helpers import ATTRIBUTES, HELPERS, NAMESPACES
@@ -31,6 +35,16 @@ _ALLOWED = (
 )
 
 
+# How disallowed syntax is named in messages; other nodes go by their ast class name.
+_SYNTAX_NAMES = {
+    "Lambda": "lambda", "NamedExpr": "':='", "Dict": "a dict", "Set": "a set", "DictComp": "a dict comprehension",
+    "SetComp": "a set comprehension", "JoinedStr": "an f-string", "Starred": "'*' unpacking", "Await": "await",
+    "Yield": "yield", "YieldFrom": "yield", "keyword": "a keyword argument", "MatMult": "'@'",
+}
+
+Locate = Callable[[int, str], Loc]  # (offset into the text, token there) -> file position
+
+
 class ExprError(Exception):
     def __init__(self, message: str, offset: int, length: int = 1):
         super().__init__(message)
@@ -48,59 +62,135 @@ class Expr:
     names: set[str] = field(default_factory=set)  # pattern captures it reads
     helpers: set[str] = field(default_factory=set)
     python: str = ""
+    first_line: int = 1  # the line of `tree` that holds the first line of `text`
+    at: Locate | None = None  # maps offsets into `text` to file positions, across lines
 
     def __repr__(self) -> str:
         return f"Expr({self.text!r})"
 
+    def loc_at(self, offset: int, token: str = "") -> Loc:
+        """The file position of character `offset` of the text."""
+        return self.at(offset, token) if self.at is not None else self.loc.shifted(offset)
 
-def parse_expr(text: str, loc: Loc) -> Expr:
-    """Parse and check the syntax of an expression. Names are resolved later, by `bind_names`."""
+    def offset(self, lineno: int, col: int, utf8: bool = True) -> int:
+        """The offset into `text` of a position of the parsed tree (ast columns count UTF-8 bytes)."""
+        return _offset(self.text, self.first_line, lineno, col, utf8)
+
+
+def _offset(src: str, first_line: int, lineno: int, col: int, utf8: bool = True) -> int:
+    lines = src.split("\n")
+    k = lineno - first_line
+    if k < 0:
+        return 0
+    if k >= len(lines):
+        return len(src)
+    line = lines[k]
+    if utf8:
+        col = len(line.encode()[:col].decode(errors="ignore"))
+    return sum(len(ln) + 1 for ln in lines[:k]) + max(0, min(col, len(line)))
+
+
+def parse_expr(text: str, loc: Loc, locate: Locate | None = None) -> Expr:
+    """Parse and check the syntax of an expression. Names are resolved later, by `bind_names`.
+
+    `locate` maps offsets into `text` to file positions; without it the text is taken to be one line at `loc`.
+    Offsets in an ExprError are offsets into `text`.
+    """
     src = text.strip()
     lead = len(text) - len(text.lstrip())
+    # Python only continues an expression over lines inside brackets
+    first_line = 2 if "\n" in src else 1
     try:
-        tree = ast.parse(src, mode="eval")
+        with warnings.catch_warnings():  # Python's own warnings (e.g. `1if`) must not reach the user
+            warnings.simplefilter("ignore")
+            tree = ast.parse(f"(\n{src}\n)" if first_line == 2 else src, mode="eval")
     except SyntaxError as e:
-        col = (e.offset or 1) - 1 if (e.lineno or 1) == 1 else 0
-        raise ExprError(f"invalid expression: {e.msg}", lead + col) from None
+        lineno, col = e.lineno or first_line, (e.offset or 0) - 1
+        if col < 0:  # the error is at the end of the line
+            col = len((src.split("\n") + [""])[max(0, lineno - first_line)])
+        raise ExprError(f"invalid expression: {e.msg}", lead + _offset(src, first_line, lineno, col, False)) from None
+    at = (lambda off, tok="": locate(lead + off, tok)) if locate is not None else None
+    expr = Expr(text=src, loc=locate(lead, "") if locate is not None else loc.shifted(lead), tree=tree,
+                first_line=first_line, at=at)
+
+    def fail(message: str, node: ast.AST, length: int | None = None) -> ExprError:
+        start = expr.offset(node.lineno, node.col_offset)
+        if length is None:  # the whole node, when it is on one line
+            end = expr.offset(node.end_lineno, node.end_col_offset)
+            length = end - start if node.end_lineno == node.lineno else 1
+        return ExprError(message, lead + start, max(1, length))
+
+    # disallowed syntax first, so that `(lambda: 1)()` is reported as a lambda, not as a call
+    parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED):
-            raise ExprError(f"{type(node).__name__} is not allowed in rule expressions", lead + _col(node))
+            what = _SYNTAX_NAMES.get(type(node).__name__, type(node).__name__)
+            at = node
+            while not hasattr(at, "lineno") and at in parents:  # operators have no position: use their expression
+                at = parents[at]
+            raise fail(f"{what} is not allowed in rule expressions", at)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
-            _check_attribute(node, lead)
+            _check_attribute(node, expr, lead)
         if isinstance(node, ast.Call):
-            if node.keywords:
-                raise ExprError("keyword arguments are not allowed in rule expressions", lead + _col(node))
+            if isinstance(node.func, ast.Attribute):
+                f = node.func
+                end = expr.offset(f.end_lineno, f.end_col_offset)
+                raise ExprError(f"only registered helpers can be called: write helper(x), not x.{f.attr}()",
+                                lead + end - len(f.attr) - 1, len(f.attr) + 1)
             if not isinstance(node.func, ast.Name):
-                raise ExprError("only registered helpers can be called: write helper(x), not x.method()",
-                                lead + _col(node.func))
+                raise fail("only registered helpers can be called, by name: helper(x)", node.func)
+        if isinstance(node, ast.Compare):
+            for op, right in zip(node.ops, node.comparators):
+                if isinstance(op, (ast.Is, ast.IsNot)) and _is_value_literal(right):
+                    raise fail(f"'{'is' if isinstance(op, ast.Is) else 'is not'}' with a literal tests identity: "
+                               f"use {'==' if isinstance(op, ast.Is) else '!='}", node)
         if isinstance(node, ast.comprehension) and (node.is_async or not isinstance(node.target, (ast.Name, ast.Tuple))):
-            raise ExprError("comprehensions may only bind plain names", lead + _col(node.target))
-    return Expr(text=src, loc=loc.shifted(lead), tree=tree)
+            raise fail("comprehensions may only bind plain names", node.target)
+    # Python warns about some sure errors only when it compiles, as in `[1, 2] [0, 1]`; so compile it now
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compile(tree, "<rule expression>", "eval")
+    for w in caught:
+        if issubclass(w.category, SyntaxWarning):
+            raise ExprError(f"invalid expression: {w.message}", lead, len(src.split("\n")[0]))
+    return expr
 
 
-def _col(node: ast.AST) -> int:
-    return getattr(node, "col_offset", 0)
+def _is_value_literal(node: ast.AST) -> bool:
+    """A number, string or tuple literal: `x is 1` is never what is meant (None, True, False are fine)."""
+    if isinstance(node, ast.Constant):
+        return node.value is not None and not isinstance(node.value, bool) and node.value is not ...
+    return isinstance(node, ast.Tuple) or (isinstance(node, ast.UnaryOp) and _is_value_literal(node.operand))
 
 
-def _check_attribute(node: ast.Attribute, lead: int) -> None:
+def _check_attribute(node: ast.Attribute, expr: Expr, lead: int) -> None:
     base = node.value
+    start = lead + expr.offset(node.lineno, node.col_offset)
+    end = lead + expr.offset(node.end_lineno, node.end_col_offset)
     if isinstance(base, ast.Name) and base.id in NAMESPACES:
         if base.id == "Ops" and node.attr not in Ops.__members__:
-            raise ExprError(f"unknown op Ops.{node.attr}", lead + _col(node), len(ast.unparse(node)))
+            raise ExprError(f"unknown op Ops.{node.attr}{_suggest(node.attr, Ops.__members__)}", start, end - start)
         if base.id == "dtypes" and node.attr not in DTYPE_BY_NAME:
-            raise ExprError(f"unknown dtype dtypes.{node.attr}", lead + _col(node), len(ast.unparse(node)))
+            raise ExprError(f"unknown dtype dtypes.{node.attr}{_suggest(node.attr, DTYPE_BY_NAME)}", start,
+                            end - start)
         return
     if node.attr not in ATTRIBUTES:
         raise ExprError(f"attribute .{node.attr} is not readable in rule expressions "
-                        f"(allowed: {', '.join(sorted(ATTRIBUTES))})", lead + node.end_col_offset - len(node.attr) - 1,
-                        len(node.attr) + 1)
+                        f"(allowed: {', '.join(sorted(ATTRIBUTES))})", end - len(node.attr) - 1, len(node.attr) + 1)
+
+
+def _suggest(name: str, choices) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def bind_names(expr: Expr, bound: set[str]) -> list[tuple[str, int, str]]:
     """Resolve the names of `expr` against the pattern's captures.
 
     Fills in expr.names, expr.helpers and expr.python, and returns the problems
-    as (name, offset into expr.text, "name" | "call").
+    as (name, offset into expr.text, kind): "name" is not bound, "call" is not a helper,
+    "shadowed" is a helper called where a capture of the same name hides it.
     """
     unbound: list[tuple[str, int, str]] = []
     local_scopes: list[set[str]] = []
@@ -139,14 +229,18 @@ def bind_names(expr: Expr, bound: set[str]) -> list[tuple[str, int, str]]:
             if name in HELPERS:
                 expr.helpers.add(name)
                 return ast.copy_location(ast.Name(id=HELPER_PREFIX + name, ctx=node.ctx), node)
-            if not any(u[0] == name and u[1] == _col(node) for u in unbound):
-                unbound.append((name, _col(node), "name"))
+            off = expr.offset(node.lineno, node.col_offset)
+            if not any(u[0] == name and u[1] == off for u in unbound):
+                unbound.append((name, off, "name"))
             return node
 
     # a called name must be a helper, never a capture
     for node in ast.walk(expr.tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in HELPERS:
-            unbound.append((node.func.id, _col(node.func), "call"))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            name = node.func.id
+            if name not in HELPERS or name in bound:
+                kind = "call" if name not in HELPERS else "shadowed"
+                unbound.append((name, expr.offset(node.func.lineno, node.func.col_offset), kind))
     tree = Rename().visit(copy.deepcopy(expr.tree))
     expr.python = ast.unparse(tree)
-    return [u for u in unbound if u[2] == "call" or not any(v[2] == "call" and v[1] == u[1] for v in unbound)]
+    return [u for u in unbound if u[2] != "name" or not any(v[2] != "name" and v[1] == u[1] for v in unbound)]

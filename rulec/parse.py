@@ -14,6 +14,7 @@ A rule file maps rule-set names to rule sets:
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 
 from .diagnostics import Loc, Reporter
@@ -23,6 +24,8 @@ from .sexpr import SexprError, read_sexpr
 from .source import YNode, load_yaml
 
 RULESET_KEYS = ("doc", "include", "rules")
+# rule-set names become file and module names in the build folder, and `path:name` in rulec.load
+RULESET_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 RULE_KEYS = ("name", "doc", "match", "when", "rewrite", "call")
 
 
@@ -48,6 +51,9 @@ def parse_file(path: str, text: str, rep: Reporter) -> RuleFile:
 
 
 def _parse_ruleset(path: str, name: str, loc: Loc, node: YNode, rep: Reporter) -> RuleSetDef | None:
+    if not RULESET_NAME_RE.match(name):
+        rep.error(loc, f"invalid rule-set name '{name}': use letters, digits, '_' and '-'", len(name))
+        return None
     if not isinstance(node.value, dict):
         rep.error(node.loc, f"rule set '{name}' must be a mapping with doc, include and rules")
         return None
@@ -96,26 +102,41 @@ def _text(node: YNode, what: str, rep: Reporter) -> str | None:
     return v
 
 
+def _name_text(node: YNode) -> str | None:
+    """A name as written: YAML reads `name: true` or `name: 1` as a bool or a number."""
+    v = node.value
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (bool, int, float)) and not node.style and node.raw:
+        return node.raw
+    return None
+
+
 def _parse_rule(path: str, ruleset: str, node: YNode, rep: Reporter) -> Rule | None:
     if not isinstance(node.value, dict):
         rep.error(node.loc, "a rule is a mapping with name, match and rewrite or call")
         return None
-    for key in node.value:
-        if key not in RULE_KEYS:
-            _unknown_key(rep, node, key, RULE_KEYS, "rule")
+    unknown = [key for key in node.value if key not in RULE_KEYS]
+    for key in unknown:
+        _unknown_key(rep, node, key, RULE_KEYS, "rule")
     name_node = node.get("name")
-    if name_node is None or not isinstance(name_node.value, str):
+    if name_node is None:
         rep.error(node.loc, "rule has no name")
         return None
-    name = name_node.value
+    name = _name_text(name_node)
+    if name is None:
+        rep.error(name_node.loc, "a rule name must be text")
+        return None
     match_node = node.get("match")
     if match_node is None:
-        rep.error(name_node.loc, f"rule '{name}' has no match", len(name))
+        if not unknown:  # a misspelled `match` key is reported already
+            rep.error(name_node.loc, f"rule '{name}' has no match", len(name))
         return None
     has_rw, has_call = node.get("rewrite") is not None, node.get("call") is not None
     if has_rw == has_call:
-        what = "both rewrite and call" if has_rw else "neither rewrite nor call"
-        rep.error(name_node.loc, f"rule '{name}' has {what}: give exactly one", len(name))
+        if has_rw or not unknown:  # a misspelled `rewrite` or `call` is reported already
+            what = "both rewrite and call" if has_rw else "neither rewrite nor call"
+            rep.error(name_node.loc, f"rule '{name}' has {what}: give exactly one", len(name))
         return None
     parser = None
 

@@ -11,10 +11,13 @@ OPS is op and group names joined by |, optionally negated with a leading !.
 """
 from __future__ import annotations
 
+import difflib
+import keyword
 import re
 from typing import Callable
 
 from rulec.runtime.dtype import DTYPE_BY_NAME, DType
+from rulec.runtime.helpers import NAMESPACES
 from rulec.runtime.ops import GROUPS, Ops
 
 from .diagnostics import Loc
@@ -77,8 +80,6 @@ def parse_opset(text: str, loc: Loc) -> frozenset:
 
 
 def _suggest(name: str) -> str:
-    import difflib
-
     close = difflib.get_close_matches(name, list(Ops.__members__) + list(GROUPS), n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
@@ -92,10 +93,18 @@ def parse_dtypes(text: str, loc: Loc) -> frozenset:
         elif part in DTYPE_CLASSES:
             out |= DTYPE_CLASSES[part]
         else:
-            raise PatternError(f"unknown dtype '{part}' (dtypes: {', '.join(DTYPE_BY_NAME)}; "
-                               f"classes: {', '.join(DTYPE_CLASSES)})", loc.shifted(offset), len(part))
+            raise PatternError(_unknown_dtype(part, classes=True), loc.shifted(offset), len(part))
         offset += len(part) + 1
     return frozenset(out)
+
+
+def _unknown_dtype(name: str, classes: bool) -> str:
+    known = list(DTYPE_BY_NAME) + (list(DTYPE_CLASSES) if classes else [])
+    close = difflib.get_close_matches(name, known, n=1)
+    if close:
+        return f"unknown dtype '{name}' (did you mean '{close[0]}'?)"
+    listed = f"dtypes: {', '.join(DTYPE_BY_NAME)}" + (f"; classes: {', '.join(DTYPE_CLASSES)}" if classes else "")
+    return f"unknown dtype '{name}' ({listed})"
 
 
 class PatternParser:
@@ -136,16 +145,23 @@ class PatternParser:
                 raise PatternError(f"'{name}@' must be followed directly by a pattern, as in {name}@(ADD a b)", loc,
                                    len(text))
             inner = self.pattern(SAtom(rest, item.offset + len(name) + 1))
+            if inner.name is not None:  # `x@y` would silently drop y
+                raise PatternError(f"'{text}' names one node twice: write {name}, or {name}@OP", loc, len(text))
             inner.name = name
             inner.loc = loc
             return inner
         if CAPTURE_RE.match(text):
+            self._check_capture(text, loc)
             return Pat(loc, name=text)
         return Pat(loc, ops=parse_opset(text, loc), ops_text=text)
 
     def _check_capture(self, name: str, loc: Loc) -> None:
         if not CAPTURE_RE.match(name) or name == "_":
             raise PatternError(f"invalid capture name '{name}': captures are lowercase identifiers", loc, len(name))
+        # guards must be able to name the capture
+        if keyword.iskeyword(name) or name in NAMESPACES:
+            what = "a Python keyword" if keyword.iskeyword(name) else f"the {name} namespace of expressions"
+            raise PatternError(f"'{name}' cannot be a capture name: it is {what}", loc, len(name))
 
     def _list_pattern(self, item: SList) -> Pat:
         items = list(item.items)
@@ -227,11 +243,13 @@ class PatternParser:
         return TExpr(self.expr(text, item.offset), loc)
 
     def expr(self, text: str, offset: int) -> Expr:
-        base = self.locate(offset, text)
+        def at(off: int, token: str = "") -> Loc:
+            return self.locate(offset + off, token)
+
         try:
-            return parse_expr(text, base)
+            return parse_expr(text, at(0, text), at)
         except ExprError as e:
-            raise PatternError(str(e), base.shifted(e.offset), e.length) from None
+            raise PatternError(str(e), at(e.offset, text[e.offset:e.offset + e.length]), e.length) from None
 
     def _list_term(self, item: SList):
         items = list(item.items)
@@ -277,9 +295,18 @@ class PatternParser:
                 node.dtype = DTYPE_BY_NAME[value.text]
             elif isinstance(value, SList):
                 raise PatternError(":dtype takes a dtype name or an expression", self.loc(value))
+            elif isinstance(value, SAtom) and value.text.isidentifier():
+                # a bare name can only be a dtype: captures are nodes, not dtypes
+                msg = _unknown_dtype(value.text, classes=False)
+                if "did you mean" not in msg and CAPTURE_RE.match(value.text):
+                    msg = f"unknown dtype '{value.text}' (for the dtype of a captured node, write {value.text}.dtype)"
+                raise PatternError(msg, self.loc(value), len(value.text))
             else:
                 node.dtype = self.expr(value.text, value.offset)
         elif k in (":arg", ":tag"):
+            if isinstance(value, SList):
+                raise PatternError(f"{k} takes a literal or an expression, not a node; write a tuple as "
+                                   f"{{(1, 2)}}", self.loc(value))
             t = self.term(value)
             if not isinstance(t, (TConst, TExpr, TCapture)):
                 raise PatternError(f"{k} takes a literal or an expression", self.loc(value))

@@ -37,13 +37,15 @@ class YNode:
         text = self.value if isinstance(self.value, str) else str(self.value)
         line0, col0 = self.raw_start
         if "\n" not in self.raw:
-            quote = 1 if self.style in ("'", '"') else 0
-            return Loc(self.loc.file, line0 + 1, col0 + 1 + quote + offset)
+            if self.style in ("'", '"'):
+                return Loc(self.loc.file, line0 + 1, col0 + 2 + _unescaped_offset(self.raw[1:], self.style, offset))
+            return Loc(self.loc.file, line0 + 1, col0 + 1 + offset)
         if self.style == "|":
-            # literal block: value line k is raw line k+1, minus the block's indentation
-            raw_lines = self.raw.split("\n")
-            body = raw_lines[1:]
-            indent = next((len(ln) - len(ln.lstrip(" ")) for ln in body if ln.strip()), 0)
+            # literal block: value line k is raw line k+1, minus the block's indentation. That indentation
+            # is not always the first line's: `|2` allows more-indented first lines.
+            body = self.raw.split("\n")[1:]
+            values = text.split("\n")
+            indent = next((len(r) - len(v) for r, v in zip(body, values) if v.strip()), 0)
             k = text.count("\n", 0, offset)
             j = offset - (text.rfind("\n", 0, offset) + 1)
             return Loc(self.loc.file, line0 + 2 + k, indent + j + 1)
@@ -59,6 +61,22 @@ class YNode:
         k = before.count("\n")
         col = (col0 + pos) if k == 0 else (pos - before.rfind("\n") - 1)
         return Loc(self.loc.file, line0 + 1 + k, col + 1)
+
+
+def _unescaped_offset(raw: str, quote: str, offset: int) -> int:
+    """The offset into the raw text of a one-line quoted scalar (after its opening quote) of value char `offset`."""
+    i = 0
+    for _ in range(offset):
+        if i >= len(raw):
+            break
+        if quote == "'" and raw.startswith("''", i):
+            i += 2
+        elif quote == '"' and raw[i] == "\\":
+            code = raw[i + 1:i + 2]
+            i += 2 + {"x": 2, "u": 4, "U": 8}.get(code, 0)
+        else:
+            i += 1
+    return i
 
 
 class _Builder:
@@ -87,7 +105,9 @@ class _Builder:
                 if not isinstance(key, str):
                     key = str(key)
                 if key in out:
-                    raise CompileError([Diagnostic("error", self.loc(k.start_mark), f"duplicate key {key!r}")])
+                    raise CompileError([Diagnostic("error", self.loc(k.start_mark),
+                                                   f"duplicate key {key!r} (first at line {key_locs[key].line})",
+                                                   len(key))])
                 out[key] = self.build(v)
                 key_locs[key] = self.loc(k.start_mark)
             return YNode(out, self.loc(node.start_mark), key_locs=key_locs)
@@ -103,9 +123,39 @@ def load_yaml(filename: str, text: str) -> YNode | None:
     try:
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        loc = Loc(filename, mark.line + 1, mark.column + 1) if mark else None
-        raise CompileError([Diagnostic("error", loc, f"invalid YAML: {e.problem or e.context}")]) from None
+        raise CompileError([_yaml_error(filename, text, e)]) from None
     if node is None:
         return None
-    return _Builder(filename, text).build(node)
+    try:
+        return _Builder(filename, text).build(node)
+    except yaml.MarkedYAMLError as e:  # e.g. an unknown tag such as `!foo`
+        raise CompileError([_yaml_error(filename, text, e)]) from None
+
+
+def _yaml_error(filename: str, text: str, e: yaml.MarkedYAMLError) -> Diagnostic:
+    message = f"invalid YAML: {e.problem or e.context}"
+    mark = e.problem_mark or e.context_mark
+    if mark is None:
+        return Diagnostic("error", None, message)
+    lines = text.split("\n")
+    line, col = mark.line, mark.column
+    end = len(text.rstrip())
+    if _index(lines, line, col) >= end:
+        # the file ended inside something: point at where it was opened, else at the end of the text
+        ctx = e.context_mark
+        if e.context and ctx is not None and _index(lines, ctx.line, ctx.column) < end:
+            line, col = ctx.line, ctx.column
+            message += f" ({e.context} that starts here)"
+        else:
+            line = text[:end].count("\n")
+            col = len(lines[line]) if line < len(lines) else 0
+            message += " at the end of the file"
+    elif line < len(lines) and lines[line][col:col + 1] == "\t":
+        message += " (a tab: YAML indents with spaces)"
+    elif e.context and e.context_mark is not None and e.context_mark.line != line:
+        message += f" ({e.context} at line {e.context_mark.line + 1})"
+    return Diagnostic("error", Loc(filename, line + 1, col + 1), message)
+
+
+def _index(lines: list[str], line: int, col: int) -> int:
+    return sum(len(ln) + 1 for ln in lines[:line]) + col

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from rulec.runtime.ops import GROUPS
 
-from .model import Pat
+from .model import Pat, Rule
 
 MAX_VARIANTS = 16
 
@@ -23,14 +23,21 @@ def _swappable(p: Pat, can_refuse: bool) -> bool:
     return can_refuse or a.shape_key() != b.shape_key()
 
 
-def pattern_variants(p: Pat, can_refuse: bool = True) -> list[Pat]:
-    """Every distinct pattern obtained by swapping sources of commutative ops, original first.
+def rule_can_refuse(rule: Rule) -> bool:
+    """Whether a rule may decline after its pattern matched: it has a guard, a callback, or a name captured
+    twice (an equality test, which one order of the sources may pass and the other fail)."""
+    names = [q.name for q in rule.match.walk() if q.name]
+    return rule.when is not None or rule.call is not None or len(names) != len(set(names))
 
-    `can_refuse` says whether the rule may decline after a structural match (a guard or a callback).
+
+def pattern_variants(p: Pat, can_refuse: bool = True, limit: int = MAX_VARIANTS) -> list[Pat]:
+    """Every distinct pattern obtained by swapping sources of commutative ops, original first, at most `limit`.
+
+    `can_refuse` says whether the rule may decline after a structural match: see rule_can_refuse.
     """
     if p.src is None:
         return [p]
-    child_variants = [pattern_variants(c, can_refuse) for c in p.src]
+    child_variants = [pattern_variants(c, can_refuse, limit) for c in p.src]
     out: list[Pat] = []
     seen: set = set()
     for combo in itertools.product(*child_variants):
@@ -40,6 +47,6 @@ def pattern_variants(p: Pat, can_refuse: bool = True) -> list[Pat]:
             if v.key() not in seen:
                 seen.add(v.key())
                 out.append(v)
-            if len(out) >= MAX_VARIANTS:
+            if len(out) >= limit:
                 return out
     return out
