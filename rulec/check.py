@@ -181,6 +181,8 @@ def _check_term(rule: Rule, rep: Reporter, used: set[str]) -> None:
                 rep.error(t.loc, f"'{t.name}' captures several sources: splice it with ...{t.name}", len(t.name))
             used.add(t.name)
         elif isinstance(t, TSplice):
+            if t.expr is not None:
+                continue  # its expression is checked as the TExpr term_walk yields next
             if rule.captures.get(t.name) != "rest":
                 rep.error(t.loc, f"'...{t.name}' needs a rest capture '...{t.name}' in the pattern",
                           len(t.name) + 3)

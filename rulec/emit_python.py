@@ -227,9 +227,10 @@ class PythonEmitter:
             if isinstance(c, TConst) or (op is Ops.WHERE and i == 0):
                 continue
             if isinstance(c, TSplice):
-                built[i] = ("splice", V + c.name)
-                # the rest may be empty at run time
-                sibling_dtype = sibling_dtype or f"({V}{c.name}[0].dtype if {V}{c.name} else {fallback})"
+                seq = V + c.name if c.expr is None else fn.temp(f"tuple({self.expr(c.expr)})")
+                built[i] = ("splice", seq)
+                # the spliced sources may be empty at run time
+                sibling_dtype = sibling_dtype or f"({seq}[0].dtype if {seq} else {fallback})"
                 continue
             code = self.term(c, fn, fallback)
             if not isinstance(c, TCapture):

@@ -64,10 +64,15 @@ class TExpr:
 
 @dataclass(eq=False)
 class TSplice:
-    """`...rest` inside a constructor's children: the captured sources, spliced in."""
+    """`...rest` or `...{expr}` inside a constructor's children: several sources, spliced in.
+
+    `name` is a rest capture; with `expr` set (and `name` empty), the expression's
+    value, a sequence of nodes, is spliced instead.
+    """
 
     name: str
     loc: Loc
+    expr: Expr | None = None
 
 
 @dataclass(eq=False)
@@ -100,6 +105,8 @@ def term_walk(t: Any):
     if isinstance(t, (TNode, TReplace)):
         for c in t.children or ():
             yield from term_walk(c)
+            if isinstance(c, TSplice) and c.expr is not None:
+                yield TExpr(c.expr, c.loc)
         for extra in (t.arg, t.tag, t.dtype):
             if isinstance(extra, (TConst, TExpr)):
                 yield extra

@@ -282,11 +282,34 @@ class PatternParser:
                 continue
             if isinstance(node, TReplace):
                 raise PatternError("replace takes keywords only: :src, :arg, :dtype, :tag", self.loc(it))
-            children.append(self.term(it, allow_splice=True))
-            i += 1
+            end = self._splice_end(rest, i)
+            children.append(self.term(it, allow_splice=True) if end == i + 1 else self._splice_expr(rest[i], rest[i + 1]))
+            i = end
         if isinstance(node, TNode):
             node.children = tuple(children)
         return node
+
+    @staticmethod
+    def _splice_end(items: list, i: int) -> int:
+        """Where the child starting at items[i] ends: `...{expr}` is two reader items."""
+        it = items[i]
+        if isinstance(it, SAtom) and it.text == "..." and i + 1 < len(items) and isinstance(items[i + 1], SBraced) \
+                and items[i + 1].offset == it.offset + 4:
+            return i + 2
+        return i + 1
+
+    def _splice_expr(self, dots: SAtom, braced: SBraced) -> TSplice:
+        return TSplice("", self.loc(dots, "..."), self.expr(braced.text, braced.offset))
+
+    def _children(self, items: list) -> tuple:
+        out: list = []
+        i = 0
+        while i < len(items):
+            end = self._splice_end(items, i)
+            out.append(self.term(items[i], allow_splice=True) if end == i + 1
+                       else self._splice_expr(items[i], items[i + 1]))
+            i = end
+        return tuple(out)
 
     def _term_keyword(self, node, key: SAtom, value: SItem) -> None:
         k = key.text
@@ -314,9 +337,13 @@ class PatternParser:
                 t = TExpr(self.expr(t.name, value.offset), t.loc)
             setattr(node, k[1:], t)
         elif k == ":src" and isinstance(node, TReplace):
-            if not isinstance(value, SList):
-                raise PatternError(":src takes a parenthesized list of sources", self.loc(value))
-            node.children = tuple(self.term(c, allow_splice=True) for c in value.items)
+            if isinstance(value, SBraced):
+                # `:src {expr}`: the expression's value is the whole source tuple
+                node.children = (TSplice("", self.loc(value), self.expr(value.text, value.offset)),)
+            elif not isinstance(value, SList):
+                raise PatternError(":src takes a parenthesized list of sources, or {an expression}", self.loc(value))
+            else:
+                node.children = self._children(list(value.items))
         else:
             allowed = ":src, :arg, :dtype, :tag" if isinstance(node, TReplace) else ":arg, :dtype, :tag"
             raise PatternError(f"unknown keyword {k} (expected {allowed})", self.loc(key), len(k))

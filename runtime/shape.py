@@ -19,7 +19,7 @@ def prod(xs: Iterable[Any]) -> Any:
 _PASSTHROUGH = frozenset({Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.DETACH, Ops.FUSE, Ops.COPY, Ops.ASSIGN,
                           Ops.REALIZE, Ops.CHILD, Ops.CHILDREN, Ops.NOOP, Ops.MSELECT, Ops.BIND})
 # kernel-level ops: shapes stop here
-_SHAPELESS = frozenset({Ops.SINK, Ops.INDEX, Ops.RANGE, Ops.STORE, Ops.LOAD, Ops.KERNEL, Ops.DEVICE, Ops.UNIQUE,
+_SHAPELESS = frozenset({Ops.SINK, Ops.INDEX, Ops.RANGE, Ops.LOAD, Ops.KERNEL, Ops.DEVICE, Ops.UNIQUE,
                         Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_REG, Ops.REDUCE, Ops.END, Ops.IF,
                         Ops.ENDIF, Ops.BARRIER, Ops.SPECIAL, Ops.INVALID})
 
@@ -38,6 +38,10 @@ def infer_shape(u: UOp) -> tuple | None:
         return None
     if op is Ops.CONST or op is Ops.DEFINE_VAR:
         return ()
+    if op is Ops.STORE:
+        # a STORE into a buffer reads back as that flat buffer
+        size = getattr(u.src[0].dtype, "size", -1)
+        return (size,) if size >= 0 else None
     if op is Ops.BUFFER:
         return (u.arg,)
     if op is Ops.BUFFER_VIEW:

@@ -162,12 +162,7 @@ all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
 
 def _realize_module() -> Any:
     # imported late: realize.py imports this module; import_module also lets tests substitute it
-    mod = importlib.import_module(".realize", __package__)
-    track = getattr(mod, "track", None)
-    if track is not None:  # realize.py keeps its own set of live tensors
-        for t in list(all_tensors):
-            track(t)
-    return mod
+    return importlib.import_module(".realize", __package__)
 
 
 # ---------------------------------------------------------------------------------------- Tensor

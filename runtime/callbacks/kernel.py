@@ -1,0 +1,103 @@
+"""Stage `split kernels`: every closed STORE becomes a KERNEL; buffers become DEFINE_GLOBALs.
+
+The state of one kernel (buffer numbering, range renumbering, bound variables)
+lives in KernelContext; the kernel's own rewrite runs the `kernel_globals` and
+`kernel_codegen` rule sets from rules/schedule/kernel.yaml.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from ..dtype import AddrSpace
+from ..ops import GroupOp, Ops
+from ..rewrite import graph_rewrite
+from ..uop import UOp
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """The arg of a KERNEL node: its AST (a SINK of STOREs)."""
+
+    ast: UOp
+
+    def __repr__(self) -> str:
+        return f"Kernel({len(self.ast.toposort())} nodes)"
+
+
+@dataclass
+class KernelContext:
+    next_global: int = 0
+    buffers: dict[UOp, UOp] = field(default_factory=dict)  # BUFFER -> what the kernel depends on
+    numbers: dict[UOp, int] = field(default_factory=dict)  # BUFFER -> DEFINE_GLOBAL number
+    bound_vars: dict[UOp, None] = field(default_factory=dict)
+    next_range: int = 0
+
+    def sources(self) -> tuple[UOp, ...]:
+        order = sorted(self.buffers, key=lambda b: self.numbers[b])
+        return tuple(self.buffers[b] for b in order) + tuple(self.bound_vars)
+
+
+def as_buf(u: UOp) -> UOp:
+    """The BUFFER under stores, indexes, assigns and movement ops."""
+    while u.op is not Ops.BUFFER:
+        if u.op in (Ops.STORE, Ops.INDEX, Ops.ASSIGN, Ops.MSELECT, Ops.MSTACK) or u.op in GroupOp.Movement:
+            u = u.src[0]
+        else:
+            raise RuntimeError(f"no buffer under {u.op.name}")
+    return u
+
+
+# ------------------------------------------------------------------ kernel_globals callbacks
+
+
+def define_global(ctx: KernelContext, buf: UOp) -> UOp:
+    n = ctx.numbers.setdefault(buf, ctx.next_global)
+    if n == ctx.next_global:
+        ctx.next_global += 1
+    ctx.buffers.setdefault(buf, buf)
+    return UOp(Ops.DEFINE_GLOBAL, buf.dtype.ptr(buf.arg), (), n)
+
+
+def unbind_variable(ctx: KernelContext, b: UOp) -> UOp:
+    ctx.bound_vars[b] = None
+    return b.src[0]
+
+
+def depend_on_assign(ctx: KernelContext, a: UOp) -> UOp:
+    # a kernel that reads an assigned buffer must run after that assign
+    buf = as_buf(a)
+    ctx.buffers[buf] = a
+    return buf
+
+
+def renumber_range(ctx: KernelContext, r: UOp) -> UOp | None:
+    # numbering from 0 in every kernel makes equal kernels equal ASTs
+    if r.tag is not None:
+        return None
+    out = r.replace(arg=(ctx.next_range, *r.arg[1:]), tag=())
+    ctx.next_range += 1
+    return out
+
+
+# ------------------------------------------------------------------ split_kernels callback
+
+
+@functools.cache
+def _kernel_rules():
+    from rulec.loader import load
+
+    return load("kernel_globals").matcher + load("kernel_codegen").matcher
+
+
+def split_store(x: UOp) -> UOp | None:
+    if x.ranges:
+        return None  # still inside a loop nest of an outer kernel
+    if x.src[0].dtype.addrspace is AddrSpace.LOCAL:
+        return None
+    kctx = KernelContext()
+    body = graph_rewrite(x, _kernel_rules(), ctx=kctx, bottom_up=True, name="kernel split")
+    ast = body if body.src[1].op is Ops.COPY else UOp.sink(body)
+    kernel = UOp(Ops.KERNEL, src=kctx.sources(), arg=Kernel(ast))
+    buf = as_buf(x)
+    return UOp(Ops.ASSIGN, buf.dtype, (buf, kernel))

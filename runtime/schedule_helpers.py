@@ -1,0 +1,77 @@
+"""Helpers the scheduler's rule files call from guards and results.
+
+They are pure functions over UOps (no state), registered in runtime/helpers.py
+so the rule compiler accepts them by name.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .dtype import DType, PtrDType, dtypes
+from .ops import Ops
+from .rewrite import substitute
+from .uop import UOp
+
+
+def shrink_indices(idxs: tuple[UOp, ...], arg: tuple) -> tuple[UOp, ...]:
+    """Indices into a SHRINK's source: shifted by each axis' start."""
+    return tuple(i + start if start != 0 else i for i, (start, _) in zip(idxs, arg))
+
+
+def permute_indices(idxs: tuple[UOp, ...], perm: tuple[int, ...]) -> tuple[UOp, ...]:
+    """Indices into a PERMUTE's source: axis k of the source is axis perm.index(k) of the result."""
+    inverse = sorted(range(len(perm)), key=lambda k: perm[k])
+    return tuple(idxs[k] for k in inverse)
+
+
+def flip_indices(idxs: tuple[UOp, ...], shape: tuple, flips: tuple[bool, ...]) -> tuple[UOp, ...]:
+    return tuple((size - 1) - i if f else i for i, size, f in zip(idxs, shape, flips))
+
+
+def index_each(srcs: tuple[UOp, ...], idxs: tuple[UOp, ...]) -> tuple[UOp, ...]:
+    """Every source indexed with the same indices."""
+    return tuple(UOp(Ops.INDEX, s.dtype, (s, *idxs)) for s in srcs)
+
+
+def const_shaped(like: UOp, value: Any) -> UOp:
+    """A constant with the shape and dtype of `like`, as a broadcast scalar."""
+    c = UOp.const(like.dtype.scalar, value)
+    shape = like.shape or ()
+    if not shape:
+        return c
+    return UOp(Ops.EXPAND, c.dtype, (UOp(Ops.RESHAPE, c.dtype, (c,), (1,) * len(shape)),), tuple(shape))
+
+
+def merge_tags(a: Any, b: Any) -> tuple | None:
+    merged = (a or ()) + (b or ())
+    return merged or None
+
+
+def cheap_to_recompute(src: UOp, buf: UOp, idx: UOp) -> bool:
+    """Whether reading `buf` at `idx` may recompute `src` instead (the buffer-removal cost model).
+
+    Never for a user's contiguous; never when the computation holds a reduce,
+    a copy or an assign (those are the expensive parts worth storing).
+    """
+    if len(buf.src) != len(idx.src) or any(r.op is not Ops.RANGE for r in buf.src[1:]):
+        return False
+    if src.op is Ops.CONTIGUOUS:
+        return False
+    ran = src.toposort(gate=lambda x: x.op is not Ops.INDEX)
+    return src.op is Ops.THREEFRY or not any(x.op in (Ops.REDUCE, Ops.COPY, Ops.ASSIGN) for x in ran)
+
+
+def substitute_all(root: UOp, old: tuple[UOp, ...], new: tuple[UOp, ...]) -> UOp:
+    return substitute(root, dict(zip(old, new)))
+
+
+def is_pointer(dt: DType) -> bool:
+    return isinstance(dt, PtrDType)
+
+
+SCHEDULE_HELPERS = {
+    "shrink_indices": shrink_indices, "permute_indices": permute_indices, "flip_indices": flip_indices,
+    "index_each": index_each, "const_shaped": const_shaped, "merge_tags": merge_tags,
+    "cheap_to_recompute": cheap_to_recompute, "substitute_all": substitute_all, "is_pointer": is_pointer,
+}
+del dtypes
