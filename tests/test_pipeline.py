@@ -1,0 +1,90 @@
+"""The scheduler pipeline is data: stages come from pipeline.yaml, and editing it changes the schedule."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rulec import Tensor
+from rulec.diagnostics import CompileError
+from rulec.runtime import realize
+from rulec.runtime.schedule import default_pipeline_path, load_pipeline, parse_pipeline
+from rulec.runtime.trace import tracing
+
+
+def softmax_program():
+    x = np.arange(128, dtype=np.float32).reshape(16, 8) / 37.0
+    a = Tensor(x)
+    a.realize()
+    e = np.exp(x - x.max(0, keepdims=True))
+    return a.softmax(axis=0), e / e.sum(0, keepdims=True)
+
+
+def test_stages_come_from_the_yaml_file():
+    names = [s.name for s in load_pipeline().stages]
+    assert names[0] == "number the uops" and "rangeify" in names and names[-1] == "assign ordering"
+    assert names.index("remove costly buffers") < names.index("bufferize to store") < names.index("split kernels")
+
+
+def test_dropping_a_stage_is_a_yaml_edit(tmp_path):
+    text = default_pipeline_path().read_text()
+    cut = text.replace("  - name: remove costly buffers\n    rules: [remove_costly_buffers]\n"
+                       "    traversal: bottom_up\n", "")
+    assert cut != text
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(cut)
+    pipe = parse_pipeline(path)
+    assert "remove costly buffers" not in [s.name for s in pipe.stages]
+
+    out, want = softmax_program()
+    default_kernels = len(Tensor.schedule(out))
+    fewer_cleanups = len(realize.schedule(out, pipeline=pipe))
+    assert fewer_cleanups > default_kernels == 3
+    realize.realize(out, pipeline=pipe)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("old,new,token,message", [
+    ("traversal: bottom_up\n    context: rangeify", "traversal: sideways\n    context: rangeify", "sideways",
+     "traversal must be one of bottom_up, top_down"),
+    ("context: rangeify\n", "context: rangefy\n", "rangefy", "unknown context 'rangefy'"),
+    ("  - name: symbolic\n", "  - name: symbolic\n    color: red\n", "color", "unknown stage key 'color'"),
+])
+def test_bad_pipeline_files_are_diagnosed(tmp_path, old, new, token, message):
+    text = default_pipeline_path().read_text()
+    assert old in text
+    bad = text.replace(old, new, 1)
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(bad)
+    with pytest.raises(CompileError) as info:
+        parse_pipeline(path)
+    d = info.value.diagnostics[0]
+    assert message in d.message
+    assert d.loc.file.endswith("pipeline.yaml")
+    line = bad.splitlines()[d.loc.line - 1]
+    assert line.index(token) == d.loc.col - 1
+
+
+def test_tracing_records_every_stage_with_rule_locations():
+    out, _ = softmax_program()
+    with tracing() as t:
+        Tensor.schedule(out)
+    stages = {e.stage for e in t.events}
+    assert {"add realize", "rangeify", "bufferize to store", "split kernels"} <= stages
+    ev = next(e for e in t.events if e.rule.name == "realize-to-bufferize")
+    assert "rules/schedule/rangeify.yaml:" in ev.rule.loc
+    assert ev.before.op.name == "REALIZE" and ev.after.op.name == "BUFFERIZE"
+    hot = max(t.stats.items(), key=lambda kv: kv[1].hits)
+    assert hot[1].hits > 0 and hot[1].seconds > 0
+    assert "realize-to-bufferize" in t.report()
+
+
+def test_rulec_trace_env_prints_rewrites():
+    code = ("import numpy as np\nfrom rulec import Tensor\n"
+            "a = Tensor(np.ones((4, 4), np.float32)); a.realize()\n(a + 1).realize()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**__import__("os").environ, "RULEC_TRACE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "[rangeify] realize-to-bufferize (" in r.stderr and "rangeify.yaml:" in r.stderr
