@@ -43,8 +43,35 @@ def evaluate_all(*uops: UOp, var_vals: dict[str, int] | None = None) -> list[np.
 
 
 def _bindings(uops: tuple[UOp, ...]) -> dict[str, int]:
-    """The values BIND nodes give variables (a DEFINE_VAR is evaluated before the BIND above it)."""
-    return {n.src[0].arg[0]: n.src[1].arg for u in uops for n in u.toposort() if n.op is Ops.BIND}
+    """The values BIND nodes give variables, in sources and in movement-op args (symbolic shapes)."""
+    out: dict[str, int] = {}
+    for u in uops:
+        for n in u.toposort():
+            for b in [n] + [x for x in _arg_uops(n.arg)]:
+                for m in b.toposort():
+                    if m.op is Ops.BIND:
+                        out[m.src[0].arg[0]] = m.src[1].arg
+    return out
+
+
+def _arg_uops(arg: Any) -> list[UOp]:
+    if isinstance(arg, UOp):
+        return [arg]
+    if isinstance(arg, tuple):
+        return [u for a in arg for u in _arg_uops(a)]
+    return []
+
+
+def _symbolic(arg: Any) -> bool:
+    return bool(_arg_uops(arg))
+
+
+def _resolve(arg: Any, var_vals: dict[str, int]) -> Any:
+    if isinstance(arg, UOp):
+        return int(evaluate(arg, var_vals))
+    if isinstance(arg, tuple):
+        return tuple(_resolve(a, var_vals) for a in arg)
+    return arg
 
 
 def _eval_node(node: UOp, srcs: list[Any], var_vals: dict[str, int]) -> Any:
@@ -56,9 +83,13 @@ def _eval_node(node: UOp, srcs: list[Any], var_vals: dict[str, int]) -> Any:
     if node.op in GroupOp.ALU and len({np.shape(s) for s in srcs}) > 1:
         raise ValueError(f"lazy_eval: {node.op.name} sources have different shapes "
                          f"{[np.shape(s) for s in srcs]}; broadcasting must be explicit")
+    if node.op in GroupOp.Movement and _symbolic(node.arg):
+        # symbolic sizes in a movement op's arg take the values of their variables
+        node = node.replace(arg=_resolve(node.arg, var_vals))
     out = np.asarray(fn(node, *srcs) if node.op not in _NEEDS_VARS else fn(node, var_vals))
     out = out.astype(buffers.numpy_dtype(node.dtype), copy=False)
-    if node.shape is not None and out.shape != tuple(node.shape):
+    shape = node.shape
+    if shape is not None and not _symbolic(shape) and out.shape != tuple(shape):
         raise ValueError(f"lazy_eval: {node.op.name} computed shape {out.shape}, the graph says {node.shape}")
     return out
 

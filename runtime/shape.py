@@ -59,7 +59,8 @@ def infer_shape(u: UOp) -> tuple | None:
         inner = u.src[0].shape
         return None if inner is None else tuple(s + b + a for s, (b, a) in zip(inner, u.arg))
     if op is Ops.SHRINK:
-        return tuple(e - b for b, e in u.arg)
+        # a symbolic end with start 0 is the size itself, not a SUB node
+        return tuple(e if isinstance(b, int) and b == 0 else e - b for b, e in u.arg)
     if op is Ops.FLIP:
         return u.src[0].shape
     if op is Ops.REDUCE_AXIS:

@@ -114,10 +114,19 @@ def _numpy_to_dtype(arr: np.ndarray, from_python: bool) -> DType:
 def _shape_args(shape: Any, rest: tuple) -> tuple:
     """`f((2, 3))` and `f(2, 3)` both mean the shape (2, 3), as in tinygrad."""
     if shape is None or isinstance(shape, (int, np.integer)):
-        return tuple(int(s) if s is not None else None for s in (shape, *rest))
+        return tuple(_dim(s) if s is not None else None for s in (shape, *rest))
     if rest:
         raise TypeError(f"give a shape either as one tuple or as integers, not {(shape, *rest)}")
-    return tuple(int(s) if s is not None else None for s in shape)
+    return tuple(_dim(s) if s is not None else None for s in shape)
+
+
+def _dim(d: Any) -> Any:
+    """A shape bound: an int, or a bound variable (BIND) for a symbolic size."""
+    if isinstance(d, UOp):
+        if d.op not in (Ops.BIND, Ops.DEFINE_VAR):
+            raise ValueError(f"a symbolic dimension must be a bound variable, not {d.op.name}")
+        return d
+    return int(d)
 
 
 def _varshape(shape: tuple) -> tuple:
@@ -575,7 +584,7 @@ class Tensor:
         """New shape of the same size; one -1 is inferred, None keeps that axis."""
         new = _shape_args(shape, args)
         new = tuple(self.shape[i] if s is None else s for i, s in enumerate(new))
-        if new.count(-1) > 1 or any(s < -1 for s in new):
+        if new.count(-1) > 1 or any(isinstance(s, int) and s < -1 for s in new):
             raise ValueError(f"cannot reshape {self.shape} to {new}")
         if -1 in new:
             known = int(prod(s for s in new if s != -1))
@@ -593,7 +602,7 @@ class Tensor:
             raise ValueError(f"cannot expand {self.shape} to {new}")
         old = (1,) * (len(new) - self.ndim) + self.shape
         new = tuple(o if s == -1 else s for o, s in zip(old, new))
-        if any(o != s and o != 1 for o, s in zip(old, new)) or any(s < 0 for s in new):
+        if any(o is not s and o != s and o != 1 for o, s in zip(old, new)) or any(isinstance(s, int) and s < 0 for s in new):
             raise ValueError(f"cannot expand {self.shape} to {new}")
         x = self.reshape(old)
         return x if new == x.shape else x._mop(Ops.EXPAND, new)
@@ -650,8 +659,11 @@ class Tensor:
         """Keep [start, end) of each axis (None: all of it)."""
         if len(arg) != self.ndim:
             raise ValueError(f"bad shrink {tuple(arg)} for shape {self.shape}")
-        bounds = tuple((0, s) if p is None else (int(p[0]), int(p[1])) for s, p in zip(self.shape, arg))
-        if any(not 0 <= b <= e <= s for s, (b, e) in zip(self.shape, bounds)):
+        bounds = tuple((0, s) if p is None else (_dim(p[0]), _dim(p[1])) for s, p in zip(self.shape, arg))
+        # a symbolic bound (a bound variable) is checked over its whole range of values
+        lo = lambda d: d.vmin if isinstance(d, UOp) else d  # noqa: E731
+        hi = lambda d: d.vmax if isinstance(d, UOp) else d  # noqa: E731
+        if any(not (0 <= lo(b) and hi(b) <= lo(e) and hi(e) <= hi(s)) for s, (b, e) in zip(self.shape, bounds)):
             raise ValueError(f"bad shrink {tuple(arg)} for shape {self.shape}")
         return self if all(b == 0 and e == s for s, (b, e) in zip(self.shape, bounds)) \
             else self._mop(Ops.SHRINK, bounds)

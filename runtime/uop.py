@@ -192,6 +192,14 @@ class UOp:
     def variable(name: str, vmin: int, vmax: int, dtype: DType = dtypes.index) -> UOp:
         return UOp(Ops.DEFINE_VAR, dtype, (), (name, vmin, vmax))
 
+    def bind(self, value: int) -> UOp:
+        """A DEFINE_VAR bound to a value for one run: symbolic shapes use it as a dimension."""
+        if self.op is not Ops.DEFINE_VAR:
+            raise TypeError(f"only a DEFINE_VAR can be bound, not {self.op.name}")
+        if not self.arg[1] <= value <= self.arg[2]:
+            raise ValueError(f"{self.arg[0]}={value} is outside its range [{self.arg[1]}, {self.arg[2]}]")
+        return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, value)))
+
     @staticmethod
     def range(size: int | UOp, idx: int, kind: str = "loop") -> UOp:
         end = size if isinstance(size, UOp) else UOp.const(dtypes.index, size)
