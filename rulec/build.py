@@ -126,7 +126,8 @@ def build(paths: list[str | Path] | None = None, out_dir: str | Path | None = No
         entries[name] = entry
         result.built.append(name)
     manifest = {"format": FORMAT, "rulec": __version__, "egglog": egglog_version(),
-                "sources": hashes, "paths": [str(Path(p).resolve()) for p in paths], "rulesets": entries}
+                "sources": hashes, "paths": [str(Path(p).resolve()) for p in paths],
+                "source_dirs": sorted({str(f.resolve().parent) for f in project.files}), "rulesets": entries}
     if manifest != old:
         atomic_write(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return result

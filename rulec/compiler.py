@@ -56,9 +56,12 @@ def compile_project(paths: list[str | Path]) -> Project:
     for f in files:
         name = display_path(f)
         try:
-            text = f.read_text()
+            text = f.read_text(encoding="utf-8")
         except OSError as e:
             rep.error(None, f"cannot read {name}: {e.strerror or e}")
+            continue
+        except UnicodeDecodeError as e:
+            rep.error(None, f"{name} is not UTF-8 text (byte {e.start}: {e.reason})")
             continue
         sources[name] = text
         try:

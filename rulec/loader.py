@@ -26,7 +26,7 @@ class RuleSetNotFound(LookupError):
 _modules: dict[tuple[str, str], ModuleType] = {}
 
 
-def _import_artifact(path: Path, key: str) -> ModuleType:
+def _import_artifact(path: Path, key: str, source_dirs: list[str]) -> ModuleType:
     cache_key = (str(path), key)
     mod = _modules.get(cache_key)
     if mod is None:
@@ -35,7 +35,14 @@ def _import_artifact(path: Path, key: str) -> ModuleType:
         assert spec is not None and spec.loader is not None
         mod = importlib.util.module_from_spec(spec)
         sys.modules[modname] = mod
-        spec.loader.exec_module(mod)
+        # callbacks may live beside their rule files, as the compiler allowed when it checked them
+        added = [d for d in source_dirs if d not in sys.path]
+        sys.path[:0] = added
+        try:
+            spec.loader.exec_module(mod)
+        finally:
+            for d in added:
+                sys.path.remove(d)
         _modules[cache_key] = mod
     return mod
 
@@ -80,7 +87,7 @@ def load(name_or_path: str | Path, name: str | None = None, build_dir: str | Pat
         close = difflib.get_close_matches(name, list(sets), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(sets))}"
         raise RuleSetNotFound(f"no rule set named '{name}'{hint}")
-    mod = _import_artifact(out / entry["python"], entry["inputs"])
+    mod = _import_artifact(out / entry["python"], entry["inputs"], manifest.get("source_dirs", []))
     return RuleSet(name=name, doc=entry.get("doc", ""), matcher=mod.MATCHER,
                    egglog_path=out / entry["egglog"], has_callbacks=entry["has_callbacks"],
                    egglog_skipped=[tuple(x) for x in entry.get("egglog_skipped", [])])

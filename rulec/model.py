@@ -153,12 +153,17 @@ class RuleSetDef:
     rules: list[Rule] = field(default_factory=list)
 
     def all_rules(self, table: dict[str, RuleSetDef], _seen: tuple[str, ...] = ()) -> list[Rule]:
-        """Included rule sets' rules first, in include order, then this set's own rules."""
+        """Included rule sets' rules first, in include order, then this set's own rules.
+
+        A set reached twice through includes (a diamond) contributes its rules once, at the first place.
+        """
         out: list[Rule] = []
         for inc, _ in self.include:
             if inc in table and inc not in _seen:
                 out.extend(table[inc].all_rules(table, _seen + (self.name,)))
-        return out + self.rules
+        out.extend(self.rules)
+        seen: set[int] = set()
+        return [r for r in out if not (id(r) in seen or seen.add(id(r)))]
 
 
 @dataclass(eq=False)

@@ -125,3 +125,18 @@ def test_runtime_composition_with_plus(project, tmp_path):
     both = a + b
     assert [r.name for r in both.rules] == ["add-zero", "sub-zero"]
     assert both.rewrite((x - 0) + 0) is x
+
+
+def test_callbacks_beside_the_rule_file_load_in_a_fresh_process(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "local_cb.py").write_text("def neg(x):\n    return -x\n")
+    (tmp_path / "r.yaml").write_text("cbset:\n  rules:\n    - name: neg-var\n      match: x@DEFINE_VAR\n"
+                                     "      call: local_cb:neg\n")
+    build([tmp_path / "r.yaml"], tmp_path / "out")
+    code = ("from rulec.loader import load\nfrom rulec.runtime.uop import UOp\n"
+            f"rs = load({str(tmp_path / 'r.yaml')!r}, build_dir={str(tmp_path / 'out')!r})\n"
+            "x = UOp.variable('x', 0, 3)\nassert rs.matcher.dispatch[x.op][0][1](x, None) is -x\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    assert r.returncode == 0, r.stderr
