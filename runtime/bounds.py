@@ -47,7 +47,8 @@ def bounds(u: UOp) -> tuple:
         return _limits(u)
     s = u.src
     if op is Ops.NEG:
-        return -s[0].vmax, -s[0].vmin
+        # clipped: -vmin leaves the dtype for an unsigned dtype, or for the most negative value
+        return _clip(u, -s[0].vmax, -s[0].vmin)
     if op is Ops.CAST:
         lo, hi = s[0].vmin, s[0].vmax
         dlo, dhi = _limits(u)

@@ -44,6 +44,25 @@ def fits_int64(*vals: Any) -> bool:
     return all(isinstance(v, int) and -(2**63) <= v < 2**63 for v in vals)
 
 
+def fits_dtype(dtype: DType, *vals: Any) -> bool:
+    """True when every value is representable in the integer or bool dtype `dtype`.
+
+    A folded constant that does not fit would silently change meaning (signed overflow
+    is undefined in C, unsigned arithmetic wraps), so folds leave such nodes alone.
+    """
+    dt = dtype.scalar
+    if dt.kind == "bool":
+        return all(isinstance(v, bool) for v in vals)
+    if dt.kind not in ("int", "uint", "index"):
+        return False
+    return all(isinstance(v, int) and not isinstance(v, bool) and dt.min <= v <= dt.max for v in vals)
+
+
+def ceil_div(a: int, b: int) -> int:
+    """The smallest integer >= a / b, exactly (b != 0)."""
+    return -((-a) // b)
+
+
 def is_const(node: UOp) -> bool:
     return node.op is Ops.CONST
 
@@ -63,7 +82,7 @@ HELPERS: dict[str, Callable[..., Any]] = {
     "zip": zip, "enumerate": enumerate, "isinstance_int": lambda v: isinstance(v, int) and not isinstance(v, bool),
     # arithmetic with the IR's semantics
     "c_div": c_div, "c_mod": c_mod, "gcd": math.gcd, "prod": prod, "argsort": argsort,
-    "fits_int64": fits_int64,
+    "fits_int64": fits_int64, "fits_dtype": fits_dtype, "ceil_div": ceil_div,
     # nodes
     "const_like": const_like, "const": const, "identity_element": identity_element,
     "is_const": is_const, "is_int": is_int, "all_same": all_same,
@@ -77,3 +96,8 @@ ATTRIBUTES: frozenset[str] = frozenset({
     "op", "dtype", "src", "arg", "tag", "shape", "size", "ndim", "vmin", "vmax", "base", "ranges",
     "itemsize", "kind", "is_int", "is_float", "is_unsigned", "scalar", "addrspace", "name",
 })
+
+# the scheduler's rule files add their own pure helpers (runtime/schedule_helpers.py)
+from .schedule_helpers import SCHEDULE_HELPERS  # noqa: E402
+
+HELPERS.update(SCHEDULE_HELPERS)
