@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class DType:
     name: str
     itemsize: int
@@ -15,6 +15,14 @@ class DType:
 
     def __repr__(self) -> str:
         return f"dtypes.{self.name}"
+
+    # Dtypes are interned (one object per dtype; see ptr()), so identity is equality and hashing is
+    # by identity, in C: dtypes are hashed on every node creation and every dtype test of a rule.
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
 
     @property
     def is_int(self) -> bool:
@@ -33,7 +41,11 @@ class DType:
         return self
 
     def ptr(self, size: int = -1, addrspace: AddrSpace | None = None) -> PtrDType:
-        return PtrDType(self.name, self.itemsize, self.kind, self.priority, self, addrspace or AddrSpace.GLOBAL, size)
+        key = (self, addrspace or AddrSpace.GLOBAL, size)
+        p = _PTRS.get(key)
+        if p is None:
+            p = _PTRS[key] = PtrDType(self.name, self.itemsize, self.kind, self.priority, *key)
+        return p
 
     @property
     def min(self) -> int | float | bool:
@@ -53,7 +65,7 @@ class AddrSpace(enum.Enum):
         return f"AddrSpace.{self.name}"
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class PtrDType(DType):
     base: DType = None  # type: ignore[assignment]
     addrspace: AddrSpace = AddrSpace.GLOBAL
@@ -62,9 +74,19 @@ class PtrDType(DType):
     def __repr__(self) -> str:
         return f"{self.base!r}.ptr({self.size}, {self.addrspace!r})"
 
+    def __reduce__(self):
+        return (DType.ptr, (self.base, self.size, self.addrspace))
+
     @property
     def scalar(self) -> DType:
         return self.base
+
+
+_PTRS: dict[tuple, PtrDType] = {}
+
+
+def _by_name(name: str) -> DType:
+    return DTYPE_BY_NAME[name]
 
 
 def _limits(dt: DType) -> tuple:

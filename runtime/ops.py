@@ -29,11 +29,12 @@ def _load_table() -> tuple[dict, dict]:
 
 _OPS_RAW, _GROUPS_RAW = _load_table()
 
-Ops = enum.Enum("Ops", list(_OPS_RAW), module=__name__)
+# an IntEnum hashes like an int, in C: ops are hashed on every dispatch and every node creation
+Ops = enum.IntEnum("Ops", list(_OPS_RAW), module=__name__)
 Ops.__doc__ = "Every op of the IR, in the order of rules/ops.yaml."
 # enum's default repr is noisy in graph dumps
 Ops.__repr__ = lambda self: f"Ops.{self.name}"  # type: ignore[method-assign]
-Ops.__lt__ = lambda self, other: self.value < other.value  # type: ignore[operator]
+Ops.__str__ = lambda self: f"Ops.{self.name}"  # type: ignore[method-assign]
 
 OP_INFO: dict[Ops, OpInfo] = {
     Ops[name]: OpInfo(spec.get("arity"), bool(spec.get("commutative", False)), int(spec.get("cost", 1)),
