@@ -18,7 +18,7 @@ from rulec.runtime.helpers import HELPERS
 from rulec.runtime.matcher import Matcher, RuleInfo
 from rulec.runtime.ops import OP_INFO, Ops
 from rulec.runtime.uop import UOp
-from rulec.variants import pattern_variants
+from rulec.variants import pattern_variants, rule_can_refuse
 
 _ENV = {"Ops": Ops, "dtypes": dtypes, **{f"h_{k}": v for k, v in HELPERS.items()}}
 
@@ -131,7 +131,7 @@ def naive_matcher(name: str, rules: list[Rule], dispatch: bool = True) -> Matche
         if rule.call is not None:
             raise ValueError("the naive matcher runs declarative rules only")
         guard = _compile(rule.when) if rule.when is not None else None
-        for variant in pattern_variants(rule.match, rule.when is not None):
+        for variant in pattern_variants(rule.match, rule_can_refuse(rule)):
             def fn(n, ctx, variant=variant, guard=guard, rule=rule):
                 binds: dict[str, Any] = {}
                 if not match(variant, n, binds):

@@ -6,6 +6,11 @@ from ..uop import UOp
 
 
 def collect_outputs(sink: UOp) -> UOp:
-    """A new SINK of every tagged BUFFERIZE (and tagged constant): what the tensors turn into."""
-    keep = [x for x in sink.parents if x.tag is not None and (x.op is Ops.BUFFERIZE or x.base.op is Ops.CONST)]
+    """A new SINK of every tagged BUFFERIZE, constant and view of a buffer: what the tensors turn into.
+
+    A tagged view of a buffer is an output that needs no kernel: a tensor equal to
+    (a view of) a buffer that exists, once a buffer read back at its own index was removed.
+    """
+    keep = [x for x in sink.parents
+            if x.tag is not None and (x.op is Ops.BUFFERIZE or x.base.op in (Ops.CONST, Ops.BUFFER))]
     return UOp.sink(*keep)
