@@ -73,6 +73,12 @@ def read_manifest(out_dir: Path) -> dict | None:
     return data if data.get("format") == FORMAT else None
 
 
+def _generator_hash() -> str:
+    """The code generators' own source: a changed generator regenerates every artifact."""
+    here = Path(__file__).parent
+    return sha256("".join((here / f).read_text() for f in ("emit_python.py", "emit_egglog.py", "variants.py")))
+
+
 def _ops_text() -> str:
     return (rules_dir() / "ops.yaml").read_text()
 
@@ -103,7 +109,7 @@ def build(paths: list[str | Path] | None = None, out_dir: str | Path | None = No
     old = read_manifest(out) or {}
     old_sets = old.get("rulesets", {}) if old.get("rulec") == __version__ else {}
     hashes = {p: sha256(t) for p, t in project.sources.items()}
-    base = sha256(f"{__version__}\0{egglog_version()}\0{_ops_text()}")
+    base = sha256(f"{__version__}\0{egglog_version()}\0{_ops_text()}\0{_generator_hash()}")
     result = BuildResult(out, project)
     entries: dict[str, dict] = {}
     for name, rs in project.rulesets.items():

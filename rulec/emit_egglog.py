@@ -1,12 +1,1110 @@
-"""TEMPORARY placeholder; replaced by the real egglog emitter."""
-from dataclasses import dataclass, field
+"""Generate the egglog program of one rule set.
+
+The program is the IR's datatype (one typed constructor per op, `:cost` from rules/ops.yaml),
+the load relations, the vmin/vmax analysis (all three from `rulec.runtime.egraph`, which runs
+the program), and one egglog `rule` per pure rule and pattern variant, named after the rule.
+
+A rule becomes, for each commutative variant and each op of an op set in its pattern (egglog
+has no disjunction), and for each alternative of its guard in disjunctive normal form:
+
+    (rule ((= _root (ADD _d x (CONST _d1 0))) <guard atoms> <computed values>)
+          ((union _root <result>))
+          :ruleset rules :name "add-zero")
+
+Guards and computed values are evaluated in the query, in egglog's i64: a primitive that fails
+(overflow, division by zero) makes the match fail, which is what `fits_int64(...)` asks for in
+the Python matcher. What egglog cannot express (callbacks, rest captures, splices, tags, shapes,
+...) makes the rule *skipped*, with the reason; the build records it in the manifest and the
+egglog engine refuses such a rule set unless asked to run the rest.
+
+Every emitted rule is checked by egglog itself at build time, one rule at a time with a file
+name per rule; a rule egglog rejects is skipped with egglog's message (never a traceback).
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from rulec.runtime import egraph as E
+from rulec.runtime.dtype import DTYPE_BY_NAME, DType
+from rulec.runtime.ops import OP_INFO, Ops
+
+from . import __version__
+from .model import NOARG, Pat, Rule, TCapture, TConst, TExpr, TNode, TReplace, TSplice
+from .patterns import DTYPE_CLASSES
+from .variants import pattern_variants
+
+MAX_VARIANTS = 64  # egglog rules per YAML rule (op-set x commutative x guard alternatives)
+
+# names egglog or this program uses; captures with these names are renamed
+_RESERVED = {"vmin", "vmax", "dt", "dmin", "dmax", "pow2m1", "min", "max", "abs", "log2", "not", "and", "or",
+             "xor", "set", "union", "rule", "let", "delete", "panic", "e", "d", "l", "h", "lo", "hi", "Ref"}
 
 
 @dataclass
 class EggProgram:
     text: str
-    skipped: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)  # (Rule, reason)
+    rules: list = field(default_factory=list)  # (Rule, [egglog rule names])
 
 
-def emit_egglog(name, rules):
-    return EggProgram("; egglog emitter pending\n", [(r, "pending") for r in rules])
+class Unsupported(Exception):
+    """The rule uses something the egglog engine cannot express."""
+
+
+class Dead(Exception):
+    """This pattern variant can never match a node the e-graph holds."""
+
+
+# ======================================================================== values in guards and results
+
+@dataclass
+class Info:
+    """What a pattern node binds: its op, dtype expression, source expressions and arg expressions."""
+
+    op: Ops
+    dtype: str
+    kids: list[str]
+    args: list[str]
+    kid_infos: list[Info | None]
+
+
+_NOSTATIC = object()
+
+
+@dataclass
+class V:
+    kind: str  # int | node | dtype | str | none | op | tuple | src
+    expr: str = ""
+    static: Any = _NOSTATIC
+    info: Info | None = None
+    items: list | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.static is not _NOSTATIC
+
+
+def _fmt(node: ast.AST) -> str:
+    try:
+        return ast.unparse(node)
+    except Exception:  # pragma: no cover
+        return type(node).__name__
+
+
+class _Lazy:
+    def __init__(self, fn: Callable[[], str]):
+        self.fn = fn
+        self.value: str | None = None
+
+    def __call__(self) -> str:
+        if self.value is None:
+            self.value = self.fn()
+        return self.value
+
+
+def _lit(s: str) -> _Lazy:
+    z = _Lazy(lambda: s)
+    z.value = s
+    return z
+
+
+@dataclass
+class R:
+    expr: str
+    dtype: _Lazy
+
+
+# ======================================================================== one variant of one rule
+
+class _Variant:
+    def __init__(self, em: EggEmitter, rule: Rule, pat: Pat):
+        self.em = em
+        self.rule = rule
+        self.pat = pat
+        self.atoms: list[str] = []
+        self.global_atoms: list[str] = []  # dtype lookups, needed by every alternative
+        self.caps: dict[str, str] = {}  # capture name -> egglog var
+        self.cap_info: dict[str, Info | None] = {}
+        self.counter = itertools.count()
+        self.dt_of: dict[str, str] = {}
+        self.ops_used: set[Ops] = set()
+        self.rests = {p.rest for p in rule.match.walk() if p.rest}
+
+    def fresh(self, prefix: str) -> str:
+        return f"_{prefix}{next(self.counter)}"
+
+    def var_for(self, name: str) -> str:
+        v = self.caps.get(name)
+        if v is None:
+            v = name if name not in _RESERVED and not name.startswith("_") else f"c_{name}"
+            self.caps[name] = v
+        return v
+
+    # ---------------------------------------------------------------- patterns
+    def pattern(self) -> tuple[str, _Lazy]:
+        p = self.pat
+        if p.ops is None:
+            root = self.var_for(p.name) if p.name else "_root"
+            d = self.fresh("d")
+            self.atoms.append(f"(= {d} (dt {root}))")
+            self.dt_of[root] = d
+            self.cap_info[p.name or ""] = None
+            return root, _lit(d)
+        root = self.var_for(p.name) if p.name else "_root"
+        term, info = self.node(p)
+        self.atoms.insert(0, f"(= {root} {term})")
+        if p.name:
+            self.cap_info[p.name] = info
+        return root, _lit(info.dtype)
+
+    def dtype_constraint(self, dts: frozenset | None) -> str:
+        if dts is None:
+            return self.fresh("d")
+        names = sorted(d.name for d in dts if d.name in E.EGG_DTYPES)
+        if not names:
+            raise Dead("its :dtype names only dtypes the egglog engine does not encode (it holds integer, "
+                       "index and bool nodes; float and other nodes are opaque)")
+        if len(names) == 1:
+            return f'"{names[0]}"'
+        v = self.fresh("d")
+        self.atoms.append(f"({self.em.dtype_set(names)} {v})")
+        return v
+
+    def node(self, p: Pat) -> tuple[str, Info]:
+        """The egglog term of a pattern node with one op; named inner nodes get an `=` atom."""
+        (op,) = p.ops
+        if not E.encodable(op):
+            raise Dead(f"{op.name} has a variable number of sources; such nodes are opaque to egglog")
+        self.ops_used.add(op)
+        d = self.dtype_constraint(p.dtypes)
+        n = E.arity(op)
+        kids: list[str] = []
+        kid_infos: list[Info | None] = []
+        srcs = list(p.src) if p.src is not None else []
+        if p.src is not None:
+            if p.rest is None and len(srcs) != n:
+                raise Dead(f"{op.name} has {n} sources, the pattern {len(srcs)}")
+            if len(srcs) > n:
+                raise Dead(f"{op.name} has {n} sources, the pattern at least {len(srcs)}")
+            if p.rest and p.rest in self.used_names():
+                raise Unsupported(f"the rest capture ...{p.rest} is used; egglog has no tuples of sources")
+        for c in srcs:
+            term, info = self.child(c)
+            kids.append(term)
+            kid_infos.append(info)
+        while len(kids) < n:
+            kids.append(self.fresh("w"))
+            kid_infos.append(None)
+        args: list[str] = []
+        if op is Ops.CONST:
+            if p.arg is NOARG:
+                args = [self.fresh("a")]
+            else:
+                args = [self.const_pattern_arg(p.arg)]
+                if isinstance(p.arg, bool):
+                    if d.startswith("_"):
+                        self.atoms.append(f'(= {d} "bool")')
+                    elif d != '"bool"':
+                        raise Dead("a bool constant pattern on a non-bool dtype")
+        elif op.name in E.ARG_OPS:
+            if p.arg is not NOARG:
+                raise Dead(f"{op.name}'s arg is a tuple; a literal :arg never equals it")
+            args = [self.fresh("a") for _ in E.ARG_OPS[op.name]]
+        elif p.arg is not NOARG and p.arg is not None:
+            raise Dead(f"nodes of {op.name} with an arg are opaque to egglog")
+        info = Info(op, d, kids, args, kid_infos)
+        return f"({op.name} {' '.join([d, *kids, *args])})", info
+
+    def const_pattern_arg(self, v: Any) -> str:
+        if isinstance(v, bool):
+            return "1" if v else "0"
+        if isinstance(v, int):
+            if not E.is_i64(v):
+                raise Dead(f"constant {v} does not fit an i64")
+            return str(v)
+        if isinstance(v, float) and v.is_integer() and E.is_i64(int(v)):
+            return str(int(v))  # 2.0 == 2 in the Python matcher too
+        raise Dead(f"constant {v!r}: only integer and bool constants are encoded")
+
+    def child(self, c: Pat) -> tuple[str, Info | None]:
+        if c.ops is None:
+            if c.name:
+                v = self.var_for(c.name)
+                self.cap_info.setdefault(c.name, None)
+                return v, self.cap_info.get(c.name)
+            return self.fresh("w"), None
+        term, info = self.node(c)
+        if c.name:
+            v = self.var_for(c.name)
+            self.atoms.append(f"(= {v} {term})")
+            if self.cap_info.get(c.name) is None:
+                self.cap_info[c.name] = info
+            return v, info
+        return term, info
+
+    def used_names(self) -> set[str]:
+        names = set(self.rule.when.names) if self.rule.when is not None else set()
+        for t in _walk_terms(self.rule.rewrite):
+            if isinstance(t, (TCapture, TSplice)):
+                names.add(t.name)
+            elif isinstance(t, TExpr):
+                names |= t.expr.names
+            elif isinstance(t, TReplace):
+                names.add(t.base)
+        return names
+
+    # ---------------------------------------------------------------- dtypes of captures
+    def dtype_of(self, v: V) -> str:
+        if v.info is not None:
+            return v.info.dtype
+        d = self.dt_of.get(v.expr)
+        if d is None:
+            d = self.fresh("d")
+            self.global_atoms.append(f"(= {d} (dt {v.expr}))")
+            self.dt_of[v.expr] = d
+        return d
+
+    # ---------------------------------------------------------------- expressions
+    def fail(self, node: ast.AST, why: str) -> Unsupported:
+        return Unsupported(f"`{_fmt(node)}`: {why}")
+
+    def val(self, n: ast.AST) -> V:
+        if isinstance(n, ast.Constant):
+            v = n.value
+            if isinstance(v, bool):
+                return V("int", "1" if v else "0", static=v)
+            if isinstance(v, int):
+                if not E.is_i64(v):
+                    raise self.fail(n, "constant does not fit an i64")
+                return V("int", str(v), static=v)
+            if v is None:
+                return V("none", static=None)
+            if isinstance(v, float) and v.is_integer() and E.is_i64(int(v)):
+                return V("int", str(int(v)), static=int(v))
+            if isinstance(v, str) and E.is_safe_str(v):
+                return V("str", f'"{v}"', static=v)
+            raise self.fail(n, "only integer, bool, None and plain string constants")
+        if isinstance(n, ast.Name):
+            if n.id in self.rests:
+                raise self.fail(n, "rest captures are tuples of sources, which egglog does not have")
+            if n.id in self.caps or n.id in self.cap_info:
+                var = self.var_for(n.id)
+                return V("node", var, info=self.cap_info.get(n.id))
+            raise self.fail(n, "not a capture")
+        if isinstance(n, ast.Attribute):
+            if isinstance(n.value, ast.Name) and n.value.id == "Ops":
+                return V("op", static=Ops[n.attr])
+            if isinstance(n.value, ast.Name) and n.value.id == "dtypes":
+                d = DTYPE_BY_NAME[n.attr]
+                return V("dtype", f'"{d.name}"', static=d)
+            base = self.val(n.value)
+            return self.attr(n, base)
+        if isinstance(n, ast.Subscript):
+            base = self.val(n.value)
+            if isinstance(n.slice, ast.Slice):
+                raise self.fail(n, "slices are not supported")
+            idx = self.val(n.slice)
+            if not (idx.kind == "int" and idx.known):
+                raise self.fail(n, "index must be a constant")
+            i = int(idx.static)
+            if base.kind == "src" and base.info is not None:
+                if not -len(base.info.kids) <= i < len(base.info.kids):
+                    raise self.fail(n, "index out of range")
+                return V("node", base.info.kids[i], info=base.info.kid_infos[i])
+            if base.kind == "tuple" and base.items is not None and -len(base.items) <= i < len(base.items):
+                return base.items[i]
+            raise self.fail(n, "indexing is supported on .src of a pattern node with sources, and on args")
+        if isinstance(n, ast.BinOp):
+            a, b = self.val(n.left), self.val(n.right)
+            if a.kind != "int" or b.kind != "int":
+                raise self.fail(n, "arithmetic on non-integers")
+            return self.arith(n, type(n.op), a, b)
+        if isinstance(n, ast.UnaryOp):
+            a = self.val(n.operand)
+            if a.kind != "int":
+                raise self.fail(n, "arithmetic on a non-integer")
+            if isinstance(n.op, ast.UAdd):
+                return a
+            if isinstance(n.op, ast.USub):
+                return V("int", str(-a.static), static=-a.static) if a.known else V("int", f"(- 0 {a.expr})")
+            if isinstance(n.op, ast.Invert):
+                return V("int", str(~a.static), static=~a.static) if a.known else V("int", f"(- -1 {a.expr})")
+            raise self.fail(n, "`not` gives a bool; use it in a condition")
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            return self.call(n, n.func.id)
+        if isinstance(n, (ast.Tuple, ast.List)):
+            return V("tuple", items=[self.val(e) for e in n.elts])
+        raise self.fail(n, f"{type(n).__name__} has no egglog translation here")
+
+    def attr(self, n: ast.Attribute, base: V) -> V:
+        a = n.attr
+        if base.kind == "node":
+            info = base.info
+            if a in ("vmin", "vmax"):
+                return V("int", f"({a} {base.expr})")
+            if a == "dtype":
+                return V("dtype", self.dtype_of(base))
+            if info is not None:
+                if a == "arg":
+                    if info.op is Ops.CONST:
+                        return V("int", info.args[0])
+                    if info.op is Ops.DEFINE_VAR:
+                        return V("tuple", items=[V("str", info.args[0]), V("int", info.args[1]),
+                                                 V("int", info.args[2])])
+                    if info.op is Ops.RANGE:
+                        return V("tuple", items=[V("int", info.args[0]), V("str", info.args[1])])
+                    return V("none", static=None)
+                if a == "op":
+                    return V("op", static=info.op)
+                if a == "src":
+                    return V("src", info=info)
+                if a == "tag":
+                    return V("none", static=None)
+            if a == "op":
+                return V("opof", base.expr)  # only `x.op is Ops.X` can use it: an existential test
+            if a in ("arg", "src", "tag"):
+                raise self.fail(n, f"`.{a}` of a capture whose op the pattern does not fix")
+            raise self.fail(n, f"`.{a}` is not available in egglog (only .arg .op .src .dtype .vmin .vmax)")
+        if base.kind == "dtype" and a == "itemsize" and not base.known:
+            return V("int", f"(dsize {base.expr})")
+        if base.kind == "dtype" and base.known:
+            d: DType = base.static
+            if a in ("is_int", "is_float", "is_unsigned"):
+                v = bool(getattr(d, a))
+                return V("int", "1" if v else "0", static=v)
+            if a in ("itemsize",):
+                return V("int", str(d.itemsize), static=d.itemsize)
+        raise self.fail(n, f"`.{a}` is not available in egglog")
+
+    def arith(self, n: ast.AST, op: type, a: V, b: V) -> V:
+        if a.known and b.known:
+            try:
+                v = _PYOPS[op](a.static, b.static)
+            except (KeyError, ZeroDivisionError, ValueError):
+                raise self.fail(n, "cannot fold") from None
+            if isinstance(v, bool):
+                v = int(v)
+            if not E.is_i64(v):
+                raise self.fail(n, "constant does not fit an i64")
+            return V("int", str(v), static=v)
+        x, y = a.expr, b.expr
+        if op is ast.Add:
+            return V("int", f"(+ {x} {y})")
+        if op is ast.Sub:
+            return V("int", f"(- {x} {y})")
+        if op is ast.Mult:
+            return V("int", f"(* {x} {y})")
+        if op is ast.FloorDiv:
+            # Python floors; egglog's `/` truncates. a // b == (a - a mod b) / b, exactly.
+            return V("int", f"(/ (- {x} {self.floor_mod(x, y)}) {y})")
+        if op is ast.Mod:
+            return V("int", self.floor_mod(x, y))
+        if op is ast.BitAnd:
+            return V("int", f"(& {x} {y})")
+        if op is ast.BitOr:
+            return V("int", f"(| {x} {y})")
+        if op is ast.BitXor:
+            return V("int", f"(^ {x} {y})")
+        if op is ast.RShift:
+            # egglog's >> fails for shifts outside 0..63; Python's saturate: keep to 0..63
+            self.atoms += [f"(<= 0 {y})", f"(< {y} 64)"]
+            return V("int", f"(>> {x} {y})")
+        if op is ast.LShift:
+            # egglog's << wraps around; x << y == x * 2**y, whose overflow fails
+            self.atoms += [f"(<= 0 {y})", f"(< {y} 63)"]
+            return V("int", f"(* {x} (<< 1 {y}))")
+        raise self.fail(n, "this operator has no egglog translation")
+
+    @staticmethod
+    def floor_mod(x: str, y: str) -> str:
+        return f"(% (+ (% {x} {y}) {y}) {y})"
+
+    def call(self, n: ast.Call, fname: str) -> V:
+        args = n.args
+        if fname in ("c_div", "c_mod") and len(args) == 2:
+            a, b = self.val(args[0]), self.val(args[1])
+            if a.kind != "int" or b.kind != "int":
+                raise self.fail(n, "needs integers")
+            if a.known and b.known and b.static != 0:
+                from rulec.runtime.bounds import c_div, c_mod
+
+                v = (c_div if fname == "c_div" else c_mod)(a.static, b.static)
+                return V("int", str(v), static=v)
+            return V("int", f"({'/' if fname == 'c_div' else '%'} {a.expr} {b.expr})")
+        if fname == "ceil_div" and len(args) == 2:
+            a, b = self.val(args[0]), self.val(args[1])
+            if a.kind != "int" or b.kind != "int":
+                raise self.fail(n, "needs integers")
+            if a.known and b.known and b.static != 0:
+                v = -((-a.static) // b.static)
+                return V("int", str(v), static=v)
+            na = f"(- 0 {a.expr})"  # ceil(a / b) == -floor(-a / b)
+            return V("int", f"(- 0 (/ (- {na} {self.floor_mod(na, b.expr)}) {b.expr}))")
+        if fname == "abs" and len(args) == 1:
+            a = self.val(args[0])
+            if a.kind != "int":
+                raise self.fail(n, "needs an integer")
+            return V("int", str(abs(a.static)), static=abs(a.static)) if a.known else V("int", f"(abs {a.expr})")
+        if fname in ("min", "max") and len(args) >= 2:
+            vs = [self.val(x) for x in args]
+            if any(v.kind != "int" for v in vs):
+                raise self.fail(n, "needs integers")
+            if all(v.known for v in vs):
+                r = (min if fname == "min" else max)(v.static for v in vs)
+                return V("int", str(r), static=r)
+            expr = vs[0].expr
+            for v in vs[1:]:
+                expr = f"({fname} {expr} {v.expr})"
+            return V("int", expr)
+        if fname == "int" and len(args) == 1:
+            a = self.val(args[0])
+            if a.kind == "int":
+                return a
+        if fname == "const_like" and len(args) == 2:
+            x, v = self.val(args[0]), self.val(args[1])
+            if x.kind != "node" or v.kind != "int":
+                raise self.fail(n, "const_like(node, integer) only")
+            self.em.ops_needed.add(Ops.CONST)
+            return V("node", f"(CONST {self.dtype_of(x)} {self.bind_int(v)})",
+                     info=Info(Ops.CONST, self.dtype_of(x), [], [v.expr], []))
+        if fname == "const" and len(args) == 2:
+            d, v = self.val(args[0]), self.val(args[1])
+            if d.kind != "dtype" or v.kind != "int":
+                raise self.fail(n, "const(dtype, integer) only")
+            return V("node", f"(CONST {d.expr} {self.bind_int(v)})", info=Info(Ops.CONST, d.expr, [], [v.expr], []))
+        raise self.fail(n, f"{fname}() has no egglog translation")
+
+    def bind_int(self, v: V) -> str:
+        """An i64 expression as a query variable (computed, so overflow fails the match), or a literal."""
+        if v.known or not v.expr.startswith("("):
+            return v.expr
+        t = self.fresh("t")
+        self.atoms.append(f"(= {t} {v.expr})")
+        return t
+
+    # ---------------------------------------------------------------- conditions (DNF)
+    def cond(self, n: ast.AST, neg: bool = False) -> list[list[str]]:
+        """Alternatives of conjunctions of atoms: [] is False, [[]] is True."""
+        if isinstance(n, ast.BoolOp) or (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not)):
+            return self.cond_inner(n, neg)
+        # a leaf: what evaluating it binds (computed values, shift guards) belongs to its alternatives
+        start = len(self.atoms)
+        alts = self.cond_inner(n, neg)
+        side = self.atoms[start:]
+        del self.atoms[start:]
+        return [side + a for a in alts]
+
+    def cond_inner(self, n: ast.AST, neg: bool) -> list[list[str]]:
+        if isinstance(n, ast.BoolOp):
+            parts = [self.cond(v, neg) for v in n.values]
+            conj = isinstance(n.op, ast.And) != neg
+            if conj:
+                out: list[list[str]] = [[]]
+                for p in parts:
+                    out = [a + b for a in out for b in p]
+                    if len(out) > MAX_VARIANTS:
+                        raise self.fail(n, "too many alternatives")
+                return out
+            return [alt for p in parts for alt in p]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+            return self.cond(n.operand, not neg)
+        if isinstance(n, ast.Compare):
+            left = n.left
+            pieces: list[list[list[str]]] = []
+            for op, right in zip(n.ops, n.comparators):
+                pieces.append(self.compare(n, type(op), left, right, neg))
+                left = right
+            if not neg:  # a < b < c: all of them
+                out = [[]]
+                for p in pieces:
+                    out = [a + b for a in out for b in p]
+                return out
+            return [alt for p in pieces for alt in p]  # not (a < b < c): any one fails
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "fits_int64":
+            if neg:
+                raise self.fail(n, "`not fits_int64(...)` cannot be expressed (egglog drops overflowing matches)")
+            atoms = []
+            for a in n.args:
+                v = self.val(a)
+                if v.kind != "int":
+                    raise self.fail(a, "fits_int64 of a non-integer")
+                if not v.known and v.expr.startswith("("):
+                    t = self.fresh("t")
+                    atoms.append(f"(= {t} {v.expr})")  # computing it is the test
+            return [atoms]
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "fits_dtype":
+            if neg:
+                raise self.fail(n, "`not fits_dtype(...)` cannot be expressed")
+            if not n.args:
+                raise self.fail(n, "needs a dtype")
+            d = self.val(n.args[0])
+            if d.kind != "dtype":
+                raise self.fail(n, "first argument is not a dtype")
+            atoms = []
+            if d.expr == '"bool"':
+                return []  # only Python bools fit bool; every value here is an integer
+            if d.expr.startswith('"'):
+                dd = E.EGG_DTYPES.get(d.expr.strip('"'))
+                if dd is None:
+                    return []
+            else:
+                atoms.append(f'(!= {d.expr} "bool")')
+            for a in n.args[1:]:
+                v = self.val(a)
+                if v.kind != "int":
+                    raise self.fail(a, "fits_dtype of a non-integer")
+                x = self.bind_int(v)
+                atoms += [f"(<= (dmin {d.expr}) {x})", f"(<= {x} (dmax {d.expr}))"]
+            return [atoms]
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("is_const", "is_int"):
+            (a,) = n.args
+            x = self.val(a)
+            if x.kind != "node":
+                raise self.fail(n, "needs a node")
+            if n.func.id == "is_const":
+                return self.op_test(n, x, Ops.CONST, neg)
+            d = self.dtype_of(x)
+            names = sorted(k for k, dd in E.EGG_DTYPES.items() if dd.is_int)
+            if d.startswith('"'):  # the pattern fixed the dtype
+                return [[]] if (d.strip('"') in names) != neg else []
+            rel = self.em.dtype_set(names)
+            if neg:
+                raise self.fail(n, "`not is_int(...)` cannot be expressed")
+            return [[f"({rel} {d})"]]
+        v = self.val(n)
+        if v.kind == "int":
+            if v.known:
+                return [[]] if bool(v.static) != neg else []
+            return [[f"({'=' if neg else '!='} {v.expr} 0)"]]
+        if v.known:
+            return [[]] if bool(v.static) != neg else []
+        raise self.fail(n, "not a condition egglog can test")
+
+    def op_test(self, n: ast.AST, x: V, op: Ops, neg: bool) -> list[list[str]]:
+        if x.info is not None:
+            return [[]] if (x.info.op is op) != neg else []
+        if neg:
+            raise self.fail(n, "a negative op test on a capture whose op the pattern does not fix")
+        if not E.encodable(op):
+            return []
+        self.ops_used.add(op)
+        fields = [self.fresh("d")] + [self.fresh("w") for _ in range(len(E.ctor_fields(op)) - 1)]
+        return [[f"(= {x.expr} ({op.name} {' '.join(fields)}))"]]
+
+    def compare(self, whole: ast.AST, op: type, ln: ast.AST, rn: ast.AST, neg: bool) -> list[list[str]]:
+        if neg:
+            op = _NEGATE[op]
+        if op in (ast.In, ast.NotIn):
+            if not isinstance(rn, (ast.Tuple, ast.List, ast.Set)):
+                raise self.fail(whole, "`in` needs a literal tuple")
+            if op is ast.In:
+                return [alt for e in rn.elts for alt in self.compare(whole, ast.Eq, ln, e, False)]
+            out: list[list[str]] = [[]]
+            for e in rn.elts:
+                part = self.compare(whole, ast.NotEq, ln, e, False)
+                out = [a + b for a in out for b in part]
+            return out
+        a, b = self.val(ln), self.val(rn)
+        if "opof" in (a.kind, b.kind):
+            node, other = (a, b) if a.kind == "opof" else (b, a)
+            if other.kind != "op" or not other.known or op not in (ast.Is, ast.IsNot, ast.Eq, ast.NotEq):
+                raise self.fail(whole, "the op of a capture can only be tested with `is Ops.X`")
+            return self.op_test(whole, V("node", node.expr), other.static, op in (ast.IsNot, ast.NotEq))
+        if a.kind == "op" or b.kind == "op":
+            if op not in (ast.Is, ast.IsNot, ast.Eq, ast.NotEq):
+                raise self.fail(whole, "ops compare with `is` only")
+            if a.known and b.known:
+                return [[]] if ((a.static is b.static) == (op in (ast.Is, ast.Eq))) else []
+            raise self.fail(whole, "an op test on a capture whose op the pattern does not fix")
+        if a.kind == "none" or b.kind == "none":
+            if a.known and b.known:
+                same = a.static is b.static
+                return [[]] if same == (op in (ast.Is, ast.Eq)) else []
+            other = b if a.kind == "none" else a
+            if other.kind in ("int", "node", "dtype", "str") and op in (ast.Is, ast.Eq, ast.IsNot, ast.NotEq):
+                # an encoded value is never None
+                return [] if op in (ast.Is, ast.Eq) else [[]]
+            raise self.fail(whole, "comparison with None")
+        if a.known and b.known and a.kind == b.kind:
+            try:
+                r = _PYCMP[op](a.static, b.static)
+            except TypeError:
+                raise self.fail(whole, "cannot compare") from None
+            return [[]] if r else []
+        if a.kind != b.kind:
+            raise self.fail(whole, f"compares a {a.kind} with a {b.kind}")
+        if a.kind in ("node", "dtype", "str"):
+            if op in (ast.Eq, ast.Is):
+                return [[f"(= {a.expr} {b.expr})"]]
+            if op in (ast.NotEq, ast.IsNot):
+                return [[f"(!= {a.expr} {b.expr})"]]
+            raise self.fail(whole, f"order comparison of {a.kind}s")
+        if a.kind != "int":
+            raise self.fail(whole, f"comparison of {a.kind}s")
+        sym = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "=", ast.NotEq: "!=",
+               ast.Is: "=", ast.IsNot: "!="}[op]
+        return [[f"({sym} {a.expr} {b.expr})"]]
+
+    # ---------------------------------------------------------------- results
+    def term(self, t: Any, fallback: _Lazy) -> R:
+        if isinstance(t, TCapture):
+            v = V("node", self.var_for(t.name), info=self.cap_info.get(t.name))
+            if t.name in self.rests:
+                raise Unsupported(f"result `{t.name}`: a rest capture")
+            return R(v.expr, self.lazy_dtype(v))
+        if isinstance(t, TConst):
+            self.em.ops_needed.add(Ops.CONST)
+            return R(f"(CONST {fallback()} {self.const_value(t.value)})", fallback)
+        if isinstance(t, TExpr):
+            v = self.val(t.expr.tree.body)
+            if v.kind == "node":
+                return R(v.expr, self.lazy_dtype(v))
+            if v.kind == "int":
+                self.em.ops_needed.add(Ops.CONST)
+                return R(f"(CONST {fallback()} {self.bind_int(v)})", fallback)
+            raise Unsupported(f"result `{t.expr.text}`: a {v.kind}, not a node or an integer")
+        if isinstance(t, TSplice):
+            raise Unsupported(f"result splices ...{t.name}; egglog has no tuples of sources")
+        if isinstance(t, TNode):
+            return self.tnode(t, fallback)
+        if isinstance(t, TReplace):
+            return self.treplace(t)
+        raise Unsupported(f"result term {type(t).__name__}")
+
+    def lazy_dtype(self, v: V) -> _Lazy:
+        return _Lazy(lambda: self.dtype_of(v))
+
+    def const_value(self, value: Any) -> str:
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        if isinstance(value, int) and E.is_i64(value):
+            return str(value)
+        if isinstance(value, float) and value.is_integer() and E.is_i64(int(value)):
+            return str(int(value))
+        raise Unsupported(f"result constant {value!r}: only integer and bool constants")
+
+    def children(self, children: tuple, fallback: _Lazy, op: Ops | None) -> list[R]:
+        built: list[R | None] = [None] * len(children)
+        sibling: _Lazy | None = None
+        for i, c in enumerate(children):
+            if isinstance(c, TConst) or (op is Ops.WHERE and i == 0):
+                continue
+            r = self.term(c, fallback)
+            built[i] = r
+            sibling = sibling or r.dtype
+        for i, c in enumerate(children):
+            if built[i] is None:
+                want = _lit('"bool"') if (op is Ops.WHERE and i == 0) else (sibling or fallback)
+                built[i] = self.term(c, want)
+        return built  # type: ignore[return-value]
+
+    def dtype_term(self, d: Any) -> str:
+        if isinstance(d, DType):
+            if d.name not in E.EGG_DTYPES:
+                raise Unsupported(f"builds a node of dtype {d.name}, which the egglog engine does not encode")
+            return f'"{d.name}"'
+        v = self.val(d.tree.body)
+        if v.kind != "dtype":
+            raise Unsupported(f":dtype {d.text} is not a dtype")
+        if v.known and v.static.name not in E.EGG_DTYPES:
+            raise Unsupported(f"builds a node of dtype {v.static.name}, which the egglog engine does not encode")
+        return v.expr
+
+    def no_tag(self, t: Any) -> None:
+        if t.tag is not None and not (isinstance(t.tag, TConst) and t.tag.value is None):
+            raise Unsupported("sets a :tag; tagged nodes are opaque to egglog")
+
+    def tnode(self, t: TNode, fallback: _Lazy) -> R:
+        op = t.op
+        self.no_tag(t)
+        if not E.encodable(op) or (op is not Ops.CONST and len(t.children) != E.arity(op)):
+            raise Unsupported(f"builds a {op.name} node with {len(t.children)} sources, which egglog does not encode")
+        if op is Ops.CONST and t.children:
+            raise Unsupported("builds a CONST with sources")
+        self.em.ops_needed.add(op)
+        kids = self.children(t.children, fallback, op)
+        if t.dtype is not None:
+            d = _lit(self.dtype_term(t.dtype))
+        else:
+            how = OP_INFO[op].result_dtype
+            if how in ("bool", "index"):
+                d = _lit(f'"{how}"')
+            elif how == "void":
+                raise Unsupported(f"builds a void {op.name}; void nodes are opaque to egglog")
+            else:
+                i = 1 if how == "src1" else 0
+                d = kids[i].dtype if i < len(kids) else fallback
+        args: list[str] = []
+        if op is Ops.CONST:
+            if t.arg is None:
+                raise Unsupported("builds a CONST without :arg")
+            args = [self.arg_value(t.arg)]
+        elif op.name in E.ARG_OPS:
+            raise Unsupported(f"builds a {op.name}, whose arg is a tuple")
+        elif t.arg is not None and not (isinstance(t.arg, TConst) and t.arg.value is None):
+            raise Unsupported(f"builds a {op.name} with an :arg; such nodes are opaque to egglog")
+        fields = [d(), *(k.expr for k in kids), *args]
+        return R(f"({op.name} {' '.join(fields)})", d)
+
+    def arg_value(self, a: Any) -> str:
+        if isinstance(a, TConst):
+            return self.const_value(a.value)
+        v = self.val(a.expr.tree.body)
+        if v.kind != "int":
+            raise Unsupported(f":arg {a.expr.text} is not an integer")
+        return self.bind_int(v)
+
+    def treplace(self, t: TReplace) -> R:
+        info = self.cap_info.get(t.base)
+        if info is None:
+            raise Unsupported(f"(replace {t.base} ...) of a capture whose op the pattern does not fix")
+        self.no_tag(t)
+        op = info.op
+        self.em.ops_needed.add(op)
+        base_dt = _lit(info.dtype)
+        if t.children is not None:
+            if op is Ops.CONST and t.children:
+                raise Unsupported("replace gives a CONST sources")
+            if len(t.children) != E.arity(op):
+                raise Unsupported(f"replace gives {op.name} {len(t.children)} sources")
+            kids = [k.expr for k in self.children(t.children, base_dt, None)]
+        else:
+            kids = list(info.kids)
+        d = _lit(self.dtype_term(t.dtype)) if t.dtype is not None else base_dt
+        args = list(info.args)
+        if t.arg is not None:
+            if op is Ops.CONST:
+                args = [self.arg_value(t.arg)]
+            elif op.name in E.ARG_OPS:
+                raise Unsupported(f"replace sets the tuple arg of a {op.name}")
+            elif not (isinstance(t.arg, TConst) and t.arg.value is None):
+                raise Unsupported(f"replace gives a {op.name} an :arg; such nodes are opaque to egglog")
+        return R(f"({op.name} {' '.join([d(), *kids, *args])})", d)
+
+    # ---------------------------------------------------------------- the whole variant
+    def build(self) -> list[tuple[list[str], str]]:
+        """The egglog rules (query atoms, action) of this variant: one per alternative of the guard
+        (and of a comparison-valued result, which becomes a 1 rule and a 0 rule)."""
+        root, root_dt = self.pattern()
+        alts: list[list[str]] = [[]]
+        if self.rule.when is not None:
+            alts = self.cond(self.rule.when.tree.body)
+        if not alts:
+            raise Dead("its guard is always false for the nodes egglog holds")
+        base_atoms = list(self.atoms)
+        rw = self.rule.rewrite
+        if isinstance(rw, TExpr) and _is_condition(rw.expr.tree.body):
+            # a bool-valued result, {a.arg < b.arg}: True where it holds, False where it does not
+            self.em.ops_needed.add(Ops.CONST)
+            cases = [(self.cond(rw.expr.tree.body), f"(CONST {root_dt()} 1)"),
+                     (self.cond(rw.expr.tree.body, neg=True), f"(CONST {root_dt()} 0)")]
+            extra: list[str] = []
+        else:
+            result = self.term(rw, root_dt)
+            extra = self.atoms[len(base_atoms):]
+            cases = [([[]], result.expr)]
+        out = []
+        for alt in alts:
+            for case_alts, expr in cases:
+                for calt in case_alts:
+                    query = base_atoms + self.global_atoms + alt + calt + extra
+                    out.append(_cse(query, f"(union {root} {expr})"))
+        for op in self.ops_used:
+            self.em.ops_needed.add(op)
+        return out
+
+
+def _is_condition(n: ast.AST) -> bool:
+    return isinstance(n, (ast.Compare, ast.BoolOp)) or (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not))
+
+
+_BINDING = re.compile(r"^\(= (_t\d+) (.*)\)$")
+
+
+def _cse(query: list[str], action: str) -> tuple[list[str], str]:
+    """Drop repeated atoms, and computations of a value already computed (renaming its variable)."""
+    seen_expr: dict[str, str] = {}
+    seen: set[str] = set()
+    out: list[str] = []
+    rename: dict[str, str] = {}
+
+    def sub(text: str) -> str:
+        if not rename:
+            return text
+        return re.sub(r"\b_t\d+\b", lambda m: rename.get(m.group(0), m.group(0)), text)
+
+    for atom in query:
+        atom = sub(atom)
+        m = _BINDING.match(atom)
+        if m:
+            prev = seen_expr.get(m.group(2))
+            if prev is not None:
+                rename[m.group(1)] = prev
+                continue
+            seen_expr[m.group(2)] = m.group(1)
+        if atom in seen:
+            continue
+        seen.add(atom)
+        out.append(atom)
+    return out, sub(action)
+
+
+_PYOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+          ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.BitAnd: lambda a, b: a & b,
+          ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b, ast.RShift: lambda a, b: a >> b,
+          ast.LShift: lambda a, b: a << b}
+_PYCMP = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
+          ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
+          ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b}
+_NEGATE = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.Eq: ast.NotEq,
+           ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+
+
+def _walk_terms(t: Any):
+    if t is None:
+        return
+    yield t
+    if isinstance(t, (TNode, TReplace)):
+        for c in t.children or ():
+            yield from _walk_terms(c)
+        for extra in (t.arg, t.tag):
+            if extra is not None:
+                yield extra
+        if t.dtype is not None and not isinstance(t.dtype, DType):
+            yield TExpr(t.dtype, t.dtype.loc)
+
+
+def op_variants(p: Pat) -> list[Pat]:
+    """Patterns with every op set narrowed to one op (egglog has no disjunction), encodable ops only."""
+    if p.ops is not None and len(p.ops) > 1:
+        choices = [frozenset({o}) for o in sorted(p.ops, key=lambda o: o.value) if E.encodable(o)
+                   and (p.src is None or (p.rest is None and E.arity(o) == len(p.src))
+                        or (p.rest is not None and E.arity(o) >= len(p.src)))]
+    else:
+        choices = [p.ops]
+    kids = [op_variants(c) for c in p.src] if p.src is not None else []
+    out: list[Pat] = []
+    for ops in choices:
+        for combo in itertools.product(*kids):
+            out.append(replace(p, ops=ops, src=tuple(combo) if p.src is not None else None))
+            if len(out) > MAX_VARIANTS:
+                return out
+    return out
+
+
+# ======================================================================== rendering rules back as text
+
+def pat_text(p: Pat) -> str:
+    if p.ops is None and p.src is None:
+        return p.name or "_"
+    if p.ops == frozenset({Ops.CONST}) and p.arg is not NOARG and p.src is None and p.dtypes is None:
+        body = repr(p.arg)
+    else:
+        ops = p.ops_text or "|".join(o.name for o in sorted(p.ops or (), key=lambda o: o.value))
+        parts = [ops]
+        parts += [pat_text(c) for c in p.src or ()]
+        if p.rest is not None:
+            parts.append("..." + p.rest)
+        if p.dtypes is not None:
+            parts.append(":dtype " + "|".join(sorted(d.name for d in p.dtypes)))
+        if p.arg is not NOARG:
+            parts.append(f":arg {p.arg!r}")
+        body = parts[0] if p.src is None and len(parts) == 1 else "(" + " ".join(parts) + ")"
+    return f"{p.name}@{body}" if p.name else body
+
+
+def term_text(t: Any) -> str:
+    if isinstance(t, TCapture):
+        return t.name
+    if isinstance(t, TConst):
+        return repr(t.value)
+    if isinstance(t, TExpr):
+        return "{" + t.expr.text + "}"
+    if isinstance(t, TSplice):
+        return "..." + t.name
+    if isinstance(t, (TNode, TReplace)):
+        head = t.op.name if isinstance(t, TNode) else f"replace {t.base}"
+        parts = [head]
+        if isinstance(t, TReplace) and t.children is not None:
+            parts.append(":src (" + " ".join(term_text(c) for c in t.children) + ")")
+        elif isinstance(t, TNode):
+            parts += [term_text(c) for c in t.children]
+        for k in ("dtype", "arg", "tag"):
+            v = getattr(t, k)
+            if v is not None:
+                parts.append(f":{k} " + (v.name if isinstance(v, DType) else v.expr.text if hasattr(v, "expr")
+                                          and hasattr(v.expr, "text") else term_text(v)))
+        return "(" + " ".join(parts) + ")"
+    return "?"
+
+
+def _comment(text: str) -> str:
+    return " ".join(text.split())
+
+
+# ======================================================================== the emitter
+
+class EggEmitter:
+    def __init__(self, name: str, rules: list[Rule]):
+        self.name = name
+        self.rules = rules
+        self.ops_needed: set[Ops] = {Ops[o] for o in E.CORE_OPS}
+        self.dtsets: dict[tuple, str] = {}
+
+    def dtype_set(self, names: list[str]) -> str:
+        key = tuple(sorted(names))
+        rel = self.dtsets.get(key)
+        if rel is None:
+            for cname, members in DTYPE_CLASSES.items():
+                if tuple(sorted(d.name for d in members if d.name in E.EGG_DTYPES)) == key:
+                    rel = f"dtypes-{cname}"
+                    break
+            else:
+                rel = f"dtypes-set{len(self.dtsets)}"
+            self.dtsets[key] = rel
+        return rel
+
+    def egg_names(self) -> dict[int, str]:
+        counts: dict[str, int] = {}
+        for r in self.rules:
+            counts[r.name] = counts.get(r.name, 0) + 1
+        out = {}
+        used: set[str] = set()
+        for i, r in enumerate(self.rules):
+            base = r.name if counts[r.name] == 1 else f"{r.ruleset}/{r.name}"
+            base = base.replace('"', "'").replace("\\", "/")
+            while base in used:
+                base += "'"
+            used.add(base)
+            out[i] = base
+        return out
+
+    def translate(self, rule: Rule) -> list[tuple[list[str], str]]:
+        if rule.call is not None:
+            raise Unsupported("callback")
+        # every source order of the commutative ops: egglog keeps all matches, so more orders only
+        # find more (always valid) equalities, whether or not a guard could refuse one of them
+        variants = []
+        for cv in pattern_variants(rule.match, True):
+            variants.extend(op_variants(cv))
+        if len(variants) > MAX_VARIANTS:
+            raise Unsupported(f"its pattern expands to more than {MAX_VARIANTS} egglog rules "
+                              "(op sets x commutative orders)")
+        bodies: list[tuple[list[str], str]] = []
+        dead: list[str] = []
+        for v in variants:
+            try:
+                bodies.extend(_Variant(self, rule, v).build())
+            except Dead as e:
+                dead.append(str(e))
+        if not bodies:
+            raise Unsupported("it can never match in egglog: " + (dead[0] if dead else "no variants"))
+        if len(bodies) > MAX_VARIANTS:
+            raise Unsupported(f"it needs {len(bodies)} egglog rules (limit {MAX_VARIANTS})")
+        return bodies
+
+    def emit(self) -> EggProgram:
+        names = self.egg_names()
+        skipped: list[tuple[Rule, str]] = []
+        blocks: list[tuple[int, Rule, list[str], str]] = []  # index, rule, egg names, text
+        for i, rule in enumerate(self.rules):
+            try:
+                bodies = self.translate(rule)
+            except Unsupported as e:
+                skipped.append((rule, str(e)))
+                continue
+            egg_names = [names[i] if k == 0 else f"{names[i]}#{k + 1}" for k in range(len(bodies))]
+            blocks.append((i, rule, egg_names, self.rule_text(rule, egg_names, bodies)))
+        ops = sorted(self.ops_needed, key=lambda o: o.value)
+        support = self.support_text()
+        pre = [("prelude", E.prelude_text(ops)), ("analysis", E.analysis_text(ops)), ("prune", E.prune_text(ops)), ("comm", E.comm_text(ops)),
+               ("support", support)]
+        rejected = validate(pre, [(f"{r.loc.file}:{r.loc.line} (rule {r.name})", text) for _, r, _, text in blocks])
+        kept = []
+        for (i, rule, egg_names, text), why in zip(blocks, rejected):
+            if why is None:
+                kept.append((i, rule, egg_names, text))
+            else:
+                skipped.append((rule, f"egglog rejected the generated rule: {why}"))
+        order = {id(r): i for i, r in enumerate(self.rules)}
+        skipped.sort(key=lambda rs: order[id(rs[0])])
+        text = self.assemble(ops, pre, kept, skipped)
+        return EggProgram(text, skipped, [(r, n) for _, r, n, _ in kept])
+
+    def support_text(self) -> str:
+        lines = [";; dtype sets named by the patterns"]
+        for names, rel in self.dtsets.items():
+            lines.append(f"(relation {rel} (String))")
+            lines.append(" ".join(f'({rel} "{n}")' for n in names))
+        lines.append("(ruleset rules)")
+        return "\n".join(lines) + "\n"
+
+    def rule_text(self, rule: Rule, egg_names: list[str], bodies: list[tuple[list[str], str]]) -> str:
+        lines = [f"; {rule.name}  {rule.loc.file}:{rule.loc.line}",
+                 f";   match:   {_comment(pat_text(rule.match))}"]
+        if rule.when is not None:
+            lines.append(f";   when:    {_comment(rule.when.text)}")
+        lines.append(f";   rewrite: {_comment(term_text(rule.rewrite))}")
+        for n, (query, action) in zip(egg_names, bodies):
+            q = "\n       ".join(query)
+            lines.append(f"(rule ({q})\n      ({action})\n      :ruleset rules :name \"{n}\")")
+        return "\n".join(lines) + "\n"
+
+    def assemble(self, ops, pre, kept, skipped) -> str:
+        files = sorted({r.file for r in self.rules})
+        w = max([len(r.name) for r in self.rules] + [4])
+        head = [f";; Generated by rulec {__version__} from {', '.join(files) or '(no files)'}: "
+                f"rule set `{self.name}`.",
+                ";; Do not edit: change the rule files and run `rulec build`.",
+                ";; Run by rulec.runtime.egraph.run_egglog: load; then rounds of (analysis to a fixed point, prune, rules);\n"
+                ";; then the cheapest form of each root, by the costs of rules/ops.yaml.",
+                f";; {len(kept)} rule(s) compiled, {len(skipped)} skipped:"]
+        for _, r, n, _ in kept:
+            head.append(f";;   {r.name:<{w}}  {r.loc.file}:{r.loc.line}" + (f"  ({len(n)} egglog rules)"
+                                                                           if len(n) > 1 else ""))
+        for r, why in skipped:
+            head.append(f";;   {r.name:<{w}}  {r.loc.file}:{r.loc.line}  SKIPPED: {_comment(why)}")
+        head.append(f";; @encoding {E.ENCODING_VERSION}")
+        head.append(f";; @ops {' '.join(o.name for o in ops)}")
+        parts = ["\n".join(head) + "\n"]
+        for kind, text in pre:
+            parts.append(f";; @section {kind}\n{text}")
+        for i, r, n, text in kept:
+            info = {"name": r.name, "ruleset": r.ruleset, "loc": f"{r.loc.file}:{r.loc.line}", "egg": n}
+            parts.append(f";; @rule {json.dumps(info)}\n{text}")
+        return "\n".join(parts)
+
+
+def validate(pre: list[tuple[str, str]], rules: list[tuple[str, str]]) -> list[str | None]:
+    """Load the program into egglog rule by rule; return egglog's complaint per rule (None: accepted)."""
+    from egglog import bindings as b
+
+    eg = b.EGraph()
+    for kind, text in pre:
+        try:
+            eg.run_program(*eg.parse_program(text, filename=f"<{kind}>"))
+        except BaseException as e:  # a bug in the shared prelude: no rule can be checked
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            msg = " ".join(str(getattr(e, "context", e)).split())
+            return [f"the shared {kind} section failed: {msg}"] * len(rules)
+    out: list[str | None] = []
+    for fname, text in rules:
+        try:
+            eg.run_program(*eg.parse_program(text, filename=fname))
+            out.append(None)
+        except BaseException as e:  # EggSmolError, or a PanicException (BaseException) from Rust
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            out.append(" ".join(str(getattr(e, "context", e)).split()))
+    return out
+
+
+def emit_egglog(name: str, rules: list[Rule]) -> EggProgram:
+    """The egglog program of rule set `name`, and the rules it could not express, with reasons."""
+    return EggEmitter(name, rules).emit()

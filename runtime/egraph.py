@@ -1,0 +1,815 @@
+"""The egglog engine: graph -> e-graph, bounded equality saturation, cost-based extraction, back.
+
+`run_egglog(ruleset, graph)` runs the pure rules of a compiled rule set (its `<name>.egg`
+program, written by rulec/emit_egglog.py) on a UOp graph with egglog's low-level bindings:
+
+1. **Encode.** Every node of the integer/bool fragment of the IR becomes a typed constructor
+   `(OP dtype child...)`; CONST, DEFINE_VAR and RANGE also carry their arg. Everything else
+   (other dtypes, tags, variable-arity ops, unusual args) becomes an opaque leaf `(Opaque id)`
+   that points back at the Python node; its sources are encoded as well, so rules still rewrite
+   below it. Nodes go in as tab-separated `input` files plus one load rule per op, with
+   `(Ref id)` as the handle of node `id`, so sharing is kept and insertion is linear.
+2. **Analyse.** vmin/vmax of every input node are seeded from `runtime/bounds.py`; the
+   `analysis` ruleset derives the bounds of the nodes that rules create, mirroring bounds.py.
+3. **Run.** Each round runs `analysis` to a fixed point (bounded), then `rules` once (and
+   `comm`, the commutativity rules, when asked). It stops when a round changes nothing, or at
+   the round, e-node or time bound.
+4. **Extract.** A pure-Python bottom-up (Knuth) pass over `eg.freeze()` picks the cheapest
+   e-node of every e-class, with the costs of rules/ops.yaml; ties go to the nodes of the
+   input graph, so a graph no rule touches comes back as the very same object.
+5. **Decode** with a memo per e-class, so the result shares what the e-graph shares.
+
+The encoding (constructor layout, load rules, analysis) is defined here, in one place, and
+the compiler copies it into every `.egg` file through `prelude_text()`.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .dtype import DTYPE_BY_NAME, DType
+from .ops import OP_INFO, Ops
+from .uop import UOp
+
+ENCODING_VERSION = 2  # bump whenever the prelude, the rulesets or the schedule contract change
+REQUIRED_SECTIONS = ("prelude", "analysis", "prune", "comm", "support")
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+
+# The dtypes the e-graph holds: integers, index and bool (vmin/vmax are exact i64 there).
+INT_KINDS = ("int", "uint", "index", "bool")
+EGG_DTYPES: dict[str, DType] = {name: d for name, d in DTYPE_BY_NAME.items()
+                                if d.name == name and d.kind in INT_KINDS}
+
+# Ops with an arg of their own; every other encoded op must have arg None.
+ARG_OPS = {"CONST": ("i64",), "DEFINE_VAR": ("String", "i64", "i64"), "RANGE": ("i64", "String")}
+
+# Always declared, whatever the rules mention: the index arithmetic the analysis understands.
+CORE_OPS = ("CONST", "DEFINE_VAR", "RANGE", "ADD", "SUB", "MUL", "IDIV", "MOD", "MAX", "NEG", "CMPLT",
+            "CMPNE", "CMPEQ", "WHERE", "AND", "OR", "XOR", "CAST", "BIND")
+
+
+def encodable(op: Ops) -> bool:
+    """Ops that get a typed constructor: fixed arity, or CONST (encoded without sources)."""
+    return op is Ops.CONST or OP_INFO[op].arity is not None
+
+
+def arity(op: Ops) -> int:
+    return 0 if op is Ops.CONST else OP_INFO[op].arity  # type: ignore[return-value]
+
+
+def op_cost(op: Ops) -> int:
+    return max(1, OP_INFO[op].cost)
+
+
+OPAQUE_COST = 1
+
+
+def ctor_fields(op: Ops) -> list[str]:
+    """Field sorts of an op's constructor: dtype, then sources, then arg parts (RANGE: end, idx, kind)."""
+    return ["String"] + ["Node"] * arity(op) + list(ARG_OPS.get(op.name, ()))
+
+
+# ======================================================================== program text
+
+def _quote(s: str) -> str:
+    return '"' + s + '"'
+
+
+def dtype_sets_text() -> str:
+    lines = [";; dtype limits (uint64's upper limit does not fit an i64 and is left out)"]
+    for name, d in EGG_DTYPES.items():
+        lo, hi = (0, 1) if d.kind == "bool" else (d.min, d.max)
+        parts = []
+        if I64_MIN <= lo <= I64_MAX:
+            parts.append(f"(set (dmin {_quote(name)}) {int(lo)})")
+        if I64_MIN <= hi <= I64_MAX:
+            parts.append(f"(set (dmax {_quote(name)}) {int(hi)})")
+        parts.append(f"(set (dsize {_quote(name)}) {d.itemsize})")
+        lines.append(" ".join(parts))
+    lines.append(" ".join(f"(pow2m1 {(1 << k) - 1})" for k in range(64)))
+    return "\n".join(lines)
+
+
+def prelude_text(ops: Iterable[Ops]) -> str:
+    """Declarations shared by every rule set: the Node datatype for `ops`, analysis tables, load rules."""
+    ops = sorted(set(ops), key=lambda o: o.value)
+    ctor = []
+    for op in ops:
+        ctor.append(f"  ({op.name} {' '.join(ctor_fields(op))} :cost {op_cost(op)})")
+    out = [
+        f";; encoding v{ENCODING_VERSION}: (OP dtype source... arg...); CONST (CONST dtype value),",
+        ";; DEFINE_VAR (DEFINE_VAR dtype name vmin vmax), RANGE (RANGE dtype end idx kind).",
+        ";; Anything else is an (Opaque id) leaf pointing at the Python node.",
+        "(datatype Node",
+        *ctor,
+        f"  (Opaque i64 :cost {OPAQUE_COST}))",
+        "(constructor Ref (i64) Node :unextractable)   ; Python node id -> its e-class",
+        "(function dt (Node) String :merge old)          ; dtype name of an e-class",
+        "(function vmin (Node) i64 :merge (max old new)) ; bounds: the tightest wins",
+        "(function vmax (Node) i64 :merge (min old new))",
+        "(function dmin (String) i64 :merge old)         ; dtype limits",
+        "(function dmax (String) i64 :merge old)",
+        "(function dsize (String) i64 :merge old)        ; dtype itemsize",
+        "(relation pow2m1 (i64))                         ; 2**k - 1, for OR/XOR bounds",
+        dtype_sets_text(),
+        "",
+        ";; ---- loading: one tab-separated input relation per constructor (id, dtype, source ids, arg)",
+        "(ruleset load)",
+    ]
+    for op in ops:
+        fields = ctor_fields(op)
+        sorts = ["i64"] + ["i64" if f == "Node" else f for f in fields]
+        vs = [f"f{i}" for i in range(len(fields))]
+        args = [f"(Ref {v})" if f == "Node" else v for v, f in zip(vs, fields)]
+        out.append(f"(relation In_{op.name} ({' '.join(sorts)}))")
+        out.append(f"(rule ((In_{op.name} i {' '.join(vs)})) ((union (Ref i) ({op.name} {' '.join(args)})) "
+                   f"(set (dt (Ref i)) f0)) :ruleset load :name \"load-{op.name}\")")
+    out += [
+        "(relation In_Opaque (i64))",
+        '(rule ((In_Opaque i)) ((union (Ref i) (Opaque i))) :ruleset load :name "load-Opaque")',
+        "(relation In_Dtype (i64 String))",
+        '(rule ((In_Dtype i d)) ((set (dt (Ref i)) d)) :ruleset load :name "load-dtype")',
+        "(relation In_Bounds (i64 i64 i64))",
+        '(rule ((In_Bounds i lo hi)) ((set (vmin (Ref i)) lo) (set (vmax (Ref i)) hi)) :ruleset load '
+        ':name "load-bounds")',
+    ]
+    return "\n".join(out) + "\n"
+
+
+def analysis_text(ops: Iterable[Ops]) -> str:
+    """The `analysis` ruleset: dtype of every e-class and vmin/vmax, as runtime/bounds.py computes them.
+
+    All arithmetic happens in the query: a primitive that overflows i64 makes the match fail,
+    which leaves the dtype limits in place, as bounds.py's clipping does.
+    """
+    have = {o.name for o in ops}
+    R: list[str] = ["(ruleset analysis)",
+                    ";; the dtype of every e-class, and the dtype limits as default bounds"]
+
+    def rule(name: str, query: str, action: str) -> None:
+        R.append(f"(rule ({query})\n      ({action})\n      :ruleset analysis :name \"iv-{name}\")")
+
+    for o in sorted(ops, key=lambda o: o.value):
+        vs = " ".join(f"f{i}" for i in range(len(ctor_fields(o)) - 1))
+        R.append(f"(rule ((= e ({o.name} d {vs}))) ((set (dt e) d)) :ruleset analysis :name \"dt-{o.name}\")")
+    rule("default-lo", "(= d (dt e)) (= lo (dmin d))", "(set (vmin e) lo)")
+    rule("default-hi", "(= d (dt e)) (= hi (dmax d))", "(set (vmax e) hi)")
+    setb = "(set (vmin e) lo) (set (vmax e) hi)"
+    ab = "(= al (vmin a)) (= ah (vmax a)) (= bl (vmin b)) (= bh (vmax b))"
+    clip = "(= l (dmin d)) (= h (dmax d)) (>= lo l) (<= hi h)"
+    R.append(";; leaves")
+    if "CONST" in have:
+        rule("CONST", "(= e (CONST d c))", "(set (vmin e) c) (set (vmax e) c)")
+    if "DEFINE_VAR" in have:
+        rule("DEFINE_VAR", "(= e (DEFINE_VAR d n lo hi))", setb)
+    if "RANGE" in have:
+        rule("RANGE", "(= e (RANGE d n i k)) (= nh (vmax n)) (= hi (- nh 1))", "(set (vmin e) 0) (set (vmax e) hi)")
+    if "BIND" in have:
+        rule("BIND", "(= e (BIND d a b)) (= lo (vmin a)) (= hi (vmax a))", setb)
+    R.append(";; unary")
+    if "NEG" in have:
+        rule("NEG", "(= e (NEG d a)) (= al (vmin a)) (= ah (vmax a)) (= lo (- 0 ah)) (= hi (- 0 al))", setb)
+    if "CAST" in have:
+        rule("CAST", "(= e (CAST d a)) (= lo (vmin a)) (= hi (vmax a)) " + clip, setb)
+    R.append(";; binary, clipped to the dtype: out of range -> the dtype limits stay")
+    if "ADD" in have:
+        rule("ADD", f"(= e (ADD d a b)) {ab} (= lo (+ al bl)) (= hi (+ ah bh)) {clip}", setb)
+    if "SUB" in have:
+        rule("SUB", f"(= e (SUB d a b)) {ab} (= lo (- al bh)) (= hi (- ah bl)) {clip}", setb)
+    corners = "(= p1 (OP al bl)) (= p2 (OP al bh)) (= p3 (OP ah bl)) (= p4 (OP ah bh)) " \
+              "(= lo (min (min p1 p2) (min p3 p4))) (= hi (max (max p1 p2) (max p3 p4)))"
+    if "MUL" in have:
+        rule("MUL", f"(= e (MUL d a b)) {ab} {corners.replace('OP', '*')} {clip}", setb)
+    if "MAX" in have:
+        rule("MAX", f"(= e (MAX d a b)) {ab} (= lo (max al bl)) (= hi (max ah bh))", setb)
+    if "IDIV" in have:
+        # C division by a divisor of one sign is monotone in each argument: the corners bound it
+        rule("IDIV-pos", f"(= e (IDIV d a b)) {ab} (> bl 0) {corners.replace('OP', '/')}", setb)
+        rule("IDIV-neg", f"(= e (IDIV d a b)) {ab} (< bh 0) {corners.replace('OP', '/')}", setb)
+    if "MOD" in have:
+        m = "(= e (MOD d a b)) (= bl (vmin b)) (> bl 0)"
+        rule("MOD-inside", f"(= e (MOD d a b)) {ab} (> bl 0) (>= al 0) (< ah bl)", "(set (vmin e) al) (set (vmax e) ah)")
+        rule("MOD-lo-pos", f"{m} (= al (vmin a)) (>= al 0)", "(set (vmin e) 0)")
+        rule("MOD-lo-neg", f"{m} (= al (vmin a)) (< al 0) (= bh (vmax b)) (= lo (max al (- 1 bh)))",
+             "(set (vmin e) lo)")
+        rule("MOD-hi-nonpos", f"{m} (= ah (vmax a)) (<= ah 0)", "(set (vmax e) 0)")
+        rule("MOD-hi-pos", f"{m} (= ah (vmax a)) (> ah 0) (= bh (vmax b)) (= hi (min ah (- bh 1)))",
+             "(set (vmax e) hi)")
+    R.append(";; comparisons: 0/1")
+    if "CMPLT" in have:
+        rule("CMPLT-true", f"(= e (CMPLT d a b)) {ab} (< ah bl)", "(set (vmin e) 1) (set (vmax e) 1)")
+        rule("CMPLT-false", f"(= e (CMPLT d a b)) {ab} (>= al bh)", "(set (vmin e) 0) (set (vmax e) 0)")
+        rule("CMPLT-maybe", f"(= e (CMPLT d a b)) {ab} (>= ah bl) (< al bh)", "(set (vmin e) 0) (set (vmax e) 1)")
+    for op, yes, no in (("CMPNE", 1, 0), ("CMPEQ", 0, 1)):
+        if op in have:
+            rule(f"{op}-disjoint-lt", f"(= e ({op} d a b)) {ab} (< ah bl)", f"(set (vmin e) {yes}) (set (vmax e) {yes})")
+            rule(f"{op}-disjoint-gt", f"(= e ({op} d a b)) {ab} (< bh al)", f"(set (vmin e) {yes}) (set (vmax e) {yes})")
+            rule(f"{op}-point", f"(= e ({op} d a b)) {ab} (= al ah) (= bl bh) (= al bl)",
+                 f"(set (vmin e) {no}) (set (vmax e) {no})")
+            rule(f"{op}-maybe", f"(= e ({op} d a b)) {ab}", "(set (vmin e) 0) (set (vmax e) 1)")
+    R.append(";; bitwise: bool dtype as logic, non-negative ints as bounds.py has them")
+    if "AND" in have:
+        rule("AND-bool", f"(= e (AND \"bool\" a b)) {ab} (= lo (min al bl)) (= hi (min ah bh))", setb)
+        rule("AND-int", f"(= e (AND d a b)) (!= d \"bool\") {ab} (>= al 0) (>= bl 0) (= hi (min ah bh))",
+             "(set (vmin e) 0) (set (vmax e) hi)")
+    if "OR" in have:
+        rule("OR-bool", f"(= e (OR \"bool\" a b)) {ab} (= lo (max al bl)) (= hi (max ah bh))", setb)
+    if "XOR" in have:
+        rule("XOR-bool-same", f"(= e (XOR \"bool\" a b)) {ab} (= al ah) (= bl bh) (= al bl)",
+             "(set (vmin e) 0) (set (vmax e) 0)")
+        rule("XOR-bool-diff", f"(= e (XOR \"bool\" a b)) {ab} (= al ah) (= bl bh) (!= al bl)",
+             "(set (vmin e) 1) (set (vmax e) 1)")
+        rule("XOR-bool-maybe", f"(= e (XOR \"bool\" a b)) {ab}", "(set (vmin e) 0) (set (vmax e) 1)")
+    for op in ("OR", "XOR"):
+        if op in have:
+            # (1 << bit_length(m)) - 1: the p = 2**k - 1 with p >= m > p >> 1
+            q = f"(= e ({op} d a b)) (!= d \"bool\") {ab} (>= al 0) (>= bl 0) (= m (max ah bh))"
+            rule(f"{op}-int", f"{q} (pow2m1 p) (>= p m) (< (>> p 1) m)", "(set (vmin e) 0) (set (vmax e) p)")
+            rule(f"{op}-int-zero", f"{q} (= m 0)", "(set (vmin e) 0) (set (vmax e) 0)")
+    if "WHERE" in have:
+        w = "(= e (WHERE d c a b)) (= cl (vmin c)) (= ch (vmax c)) (= cl ch)"
+        rule("WHERE-true", f"{w} (!= cl 0) (= lo (vmin a)) (= hi (vmax a))", setb)
+        rule("WHERE-false", f"{w} (= cl 0) (= lo (vmin b)) (= hi (vmax b))", setb)
+        rule("WHERE", f"(= e (WHERE d c a b)) {ab} (= lo (min al bl)) (= hi (max ah bh))", setb)
+    return "\n".join(R) + "\n"
+
+
+def prune_text(ops: Iterable[Ops]) -> str:
+    """The `prune` ruleset: in an e-class that holds a constant, hide (subsume) every other e-node.
+
+    The constant is the cheapest form of such a class, so extraction loses nothing, and the
+    rules stop matching forms like `0 = 0*3` that only feed re-association loops
+    (0*3 -> 0*9 -> 0*81 -> ...: true, useless, and unbounded).
+    """
+    out = ["(ruleset prune)"]
+    for o in sorted(ops, key=lambda o: o.value):
+        if o is Ops.CONST:
+            continue
+        vs = " ".join(f"f{i}" for i in range(len(ctor_fields(o))))
+        out.append(f"(rule ((= e (CONST cd c)) (= e ({o.name} {vs}))) ((subsume ({o.name} {vs}))) "
+                   f":ruleset prune :name \"prune-{o.name}\")")
+    return "\n".join(out) + "\n"
+
+
+def comm_text(ops: Iterable[Ops]) -> str:
+    """The optional `comm` ruleset: a op b = b op a for the commutative ops."""
+    out = ["(ruleset comm)"]
+    for o in sorted(ops, key=lambda o: o.value):
+        if OP_INFO[o].commutative and arity(o) == 2:
+            out.append(f"(rule ((= e ({o.name} d a b))) ((union e ({o.name} d b a))) :ruleset comm "
+                       f":name \"comm-{o.name}\")")
+    return "\n".join(out) + "\n"
+
+
+# ======================================================================== the .egg file
+
+@dataclass
+class EggRule:
+    name: str  # the rule's name in the rule file
+    ruleset: str
+    loc: str  # file:line
+    egg_names: list[str]
+    text: str
+
+
+@dataclass
+class EggFile:
+    """A parsed `.egg` program: its sections and which egglog rule belongs to which rule."""
+
+    name: str
+    ops: list[Ops]
+    sections: list[tuple[str, str, str]]  # (kind, filename for egglog, text)
+    rules: list[EggRule] = field(default_factory=list)
+    by_egg_name: dict[str, EggRule] = field(default_factory=dict)
+
+
+_MARK = re.compile(r"^;; @(\w+)(?: (.*))?$")
+
+
+def read_egg(text: str, name: str = "") -> EggFile:
+    """Split a generated program at its `;; @section` / `;; @rule` markers."""
+    ops: list[Ops] = []
+    sections: list[tuple[str, str, str]] = []
+    rules: list[EggRule] = []
+    cur_kind, cur_file, cur_lines = "header", f"{name}.egg", []
+    version = None
+
+    def flush() -> None:
+        if cur_lines:
+            sections.append((cur_kind, cur_file, "\n".join(cur_lines) + "\n"))
+
+    for line in text.splitlines():
+        m = _MARK.match(line)
+        if not m:
+            cur_lines.append(line)
+            continue
+        key, rest = m.group(1), m.group(2) or ""
+        if key == "encoding":
+            version = int(rest)
+        elif key == "ops":
+            ops = [Ops[o] for o in rest.split()]
+        elif key in ("section", "rule"):
+            flush()
+            cur_lines = []
+            if key == "section":
+                cur_kind, cur_file = rest.strip(), f"{name}.egg:{rest.strip()}"
+            else:
+                info = json.loads(rest)
+                r = EggRule(info["name"], info.get("ruleset", ""), info["loc"], info["egg"], "")
+                rules.append(r)
+                cur_kind, cur_file = "rule", f"{info['loc']} (rule {info['name']})"
+    flush()
+    kinds = [k for k, _, _ in sections]
+    if version != ENCODING_VERSION or any(k not in kinds for k in REQUIRED_SECTIONS):
+        raise ValueError(f"{name}.egg was generated for egglog encoding v{version}, this rulec runs "
+                         f"v{ENCODING_VERSION}; rebuild it with `rulec build --force`")
+    it = iter(rules)
+    for kind, _, body in sections:
+        if kind == "rule":
+            r = next(it)
+            r.text = body
+    egg = EggFile(name, ops, sections, rules)
+    for r in rules:
+        for n in r.egg_names:
+            egg.by_egg_name[n] = r
+    return egg
+
+
+# ======================================================================== errors
+
+def _engine_error():
+    from rulec.ruleset import EngineError
+
+    return EngineError
+
+
+def _is_panic(e: BaseException) -> bool:
+    return type(e).__name__ == "PanicException"
+
+
+_IN_FILE = re.compile(r"In \d+:\d+-\d+ of (.+?): ")
+
+
+def _egg_message(e: BaseException) -> str:
+    text = getattr(e, "context", None) or str(e)
+    return " ".join(str(text).split())
+
+
+# ======================================================================== encoding a graph
+
+@dataclass
+class _Encoded:
+    nodes: list[UOp]
+    ids: dict[UOp, int]
+    rows: dict[str, list[str]]  # relation -> tsv lines
+    opaque: set[int]
+    keys: dict[int, tuple]  # node id -> (ctor, payload, child ids) for the encoded nodes
+
+
+def is_safe_str(s: Any) -> bool:
+    return isinstance(s, str) and not any(c in s for c in '\t\n\r"\\')
+
+
+def is_i64(v: Any) -> bool:
+    return type(v) is int and I64_MIN <= v <= I64_MAX
+
+
+def _encode_node(u: UOp, ops: set[Ops]) -> tuple | None:
+    """(ctor, payload fields) for a node the e-graph can hold, else None (opaque)."""
+    if u.tag is not None or u.op not in ops:
+        return None
+    dt = EGG_DTYPES.get(getattr(u.dtype, "name", ""))
+    if dt is None or dt != u.dtype:
+        return None
+    op, arg = u.op, u.arg
+    if op is Ops.CONST:
+        if u.src:
+            return None
+        if dt.kind == "bool":
+            return ("CONST", int(arg)) if type(arg) is bool else None
+        return ("CONST", arg) if is_i64(arg) else None
+    if len(u.src) != arity(op):
+        return None
+    if op is Ops.DEFINE_VAR:
+        if type(arg) is tuple and len(arg) == 3 and is_safe_str(arg[0]) and is_i64(arg[1]) and is_i64(arg[2]):
+            return ("DEFINE_VAR",) + arg
+        return None
+    if op is Ops.RANGE:
+        if type(arg) is tuple and len(arg) == 2 and is_i64(arg[0]) and is_safe_str(arg[1]):
+            return ("RANGE",) + arg
+        return None
+    return (op.name,) if arg is None else None
+
+
+def _int_bound(v: Any) -> int | None:
+    if type(v) is bool:
+        return int(v)
+    return v if is_i64(v) else None
+
+
+def encode_graph(root: UOp, ops: set[Ops]) -> _Encoded:
+    nodes = list(root.toposort())
+    ids = {u: i for i, u in enumerate(nodes)}
+    rows: dict[str, list[str]] = {}
+    opaque: set[int] = set()
+    keys: dict[int, tuple] = {}
+    for i, u in enumerate(nodes):
+        enc = _encode_node(u, ops)
+        kids = [ids[s] for s in u.src]
+        if enc is None:
+            opaque.add(i)
+            rows.setdefault("In_Opaque", []).append(f"{i}\n")
+            dname = getattr(u.dtype, "name", "")
+            if DTYPE_BY_NAME.get(dname) == u.dtype:
+                rows.setdefault("In_Dtype", []).append(f"{i}\t{dname}\n")
+        else:
+            ctor, payload = enc[0], enc[1:]
+            fields = [str(i), u.dtype.name] + [str(k) for k in kids] + [str(p) for p in payload]
+            rows.setdefault(f"In_{ctor}", []).append("\t".join(fields) + "\n")
+            keys[i] = (ctor, u.dtype.name, payload, tuple(kids))
+        # seed the analysis with bounds.py's answer; sources come first in toposort order, so this
+        # never recurses more than one level
+        if getattr(u.dtype, "scalar", None) is not None and u.dtype.scalar.kind in INT_KINDS:
+            try:
+                lo, hi = _int_bound(u.vmin), _int_bound(u.vmax)
+            except Exception:  # bounds of an exotic node: leave them to the analysis
+                lo = hi = None
+            if lo is not None and hi is not None:
+                rows.setdefault("In_Bounds", []).append(f"{i}\t{lo}\t{hi}\n")
+    return _Encoded(nodes, ids, rows, opaque, keys)
+
+
+# ======================================================================== loaded programs, per thread
+
+_local = threading.local()
+_CACHE_SIZE = 8
+
+
+def _session(path: Path):
+    """An EGraph with the program of `path` loaded (declarations and rules, no data), per thread.
+
+    Loading a program costs about 80 ms (egglog compiles every rule); a run brackets its data
+    with (push) ... (pop), about 8 ms, so the loaded program is reused. EGraphs are bound to
+    the thread that made them, hence one cache per thread.
+    """
+    from egglog import bindings as b
+
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    cache = getattr(_local, "sessions", None)
+    if cache is None:
+        cache = _local.sessions = {}
+    hit = cache.pop(key, None)
+    if hit is None:
+        egg = read_egg(path.read_text(), path.stem)
+        eg = b.EGraph()
+        for kind, fname, body in egg.sections:
+            if kind != "header":
+                eg.run_program(*eg.parse_program(body, filename=fname))
+        hit = (egg, eg)
+    cache[key] = hit  # most recently used last
+    while len(cache) > _CACHE_SIZE:
+        cache.pop(next(iter(cache)))
+    return hit
+
+
+def _scratch_dir() -> str:
+    """A folder for this thread's input files, reused by every run (creating one costs milliseconds)."""
+    d = getattr(_local, "scratch", None)
+    if d is None or not os.path.isdir(d):
+        d = _local.scratch = tempfile.mkdtemp(prefix="rulec-egg-")
+        import atexit
+
+        atexit.register(shutil.rmtree, d, True)
+    return d
+
+
+def _forget(path: Path) -> None:
+    cache = getattr(_local, "sessions", None) or {}
+    for k in [k for k in cache if k[0] == str(path)]:
+        del cache[k]
+
+
+# ======================================================================== extraction
+
+_PAYLOAD_DECODERS = {"CONST": ("i64",), "DEFINE_VAR": ("String", "i64", "i64"), "RANGE": ("i64", "String")}
+
+
+def _extract(eg, egg: EggFile, enc: _Encoded, root_ids: list[int]) -> list[UOp]:
+    """Cheapest term per root, by ops.yaml cost; ties go to the input graph's own nodes."""
+    fz = eg.freeze()
+    funcs = fz.functions
+    s_cache: dict = {}
+    i_cache: dict = {}
+
+    def s(v):
+        r = s_cache.get(v)
+        if r is None:
+            r = s_cache[v] = eg.value_to_string(v)
+        return r
+
+    def i(v):
+        r = i_cache.get(v)
+        if r is None:
+            r = i_cache[v] = eg.value_to_i64(v)
+        return r
+
+    ref = {i(r.inputs[0]): r.output for r in funcs["Ref"].rows}
+    # the input graph's e-nodes, by their key in the e-graph
+    orig: set = set()
+    for nid, (ctor, dname, payload, kids) in enc.keys.items():
+        orig.add((ctor, dname, payload, tuple(ref[k] for k in kids)))
+    # e-nodes: (class, ctor, dtype name, payload, child classes, cost)
+    enodes: list[tuple] = []
+    for op in egg.ops:
+        f = funcs.get(op.name)
+        if f is None:
+            continue
+        n_src = arity(op)
+        dec = _PAYLOAD_DECODERS.get(op.name, ())
+        cost = op_cost(op)
+        for r in f.rows:
+            if r.subsumed:
+                continue
+            ins = r.inputs
+            kids = tuple(ins[1:1 + n_src])
+            payload = tuple(i(v) if how == "i64" else s(v) for how, v in zip(dec, ins[1 + n_src:]))
+            enodes.append((r.output, op.name, s(ins[0]), payload, kids, cost))
+    f = funcs.get("Opaque")
+    if f is not None:
+        for r in f.rows:
+            nid = i(r.inputs[0])
+            kids = tuple(ref[enc.ids[c]] for c in enc.nodes[nid].src)
+            enodes.append((r.output, "Opaque", "", (nid,), kids, OPAQUE_COST))
+    # Knuth's algorithm: an e-node is ready when all its child classes have a final cost
+    parents: dict = {}
+    pending: list[int] = []
+    heap: list = []
+    for idx, (cls, ctor, dname, payload, kids, cost) in enumerate(enodes):
+        uk = set(kids)
+        pending.append(len(uk))
+        for k in uk:
+            parents.setdefault(k, []).append(idx)
+        if not uk:
+            extra = 0 if ctor == "Opaque" or (ctor, dname, payload, kids) in orig else 1
+            heap.append(((cost, extra), idx))
+    heapq.heapify(heap)
+    best: dict = {}
+    while heap:
+        c, idx = heapq.heappop(heap)
+        cls = enodes[idx][0]
+        if cls in best:
+            continue
+        best[cls] = (c, idx)
+        for pi in parents.get(cls, ()):
+            pending[pi] -= 1
+            if pending[pi] == 0:
+                pcls, ctor, dname, payload, kids, cost = enodes[pi]
+                if pcls in best:
+                    continue
+                extra = 0 if ctor == "Opaque" or (ctor, dname, payload, kids) in orig else 1
+                tot, ex = cost, extra
+                for k in kids:
+                    bc = best[k][0]
+                    tot += bc[0]
+                    ex += bc[1]
+                heapq.heappush(heap, ((tot, ex), pi))
+    # decode, sharing per e-class
+    memo: dict = {}
+    out = []
+    for rid in root_ids:
+        root = ref[rid]
+        stack = [root]
+        while stack:
+            cls = stack[-1]
+            if cls in memo:
+                stack.pop()
+                continue
+            if cls not in best:
+                raise _engine_error()(f"egglog engine: no extractable term for an e-class of {egg.name}")
+            _, idx = best[cls]
+            _, ctor, dname, payload, kids, _ = enodes[idx]
+            todo = [k for k in kids if k not in memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            src = tuple(memo[k] for k in kids)
+            if ctor == "Opaque":
+                orig_node = enc.nodes[payload[0]]
+                memo[cls] = orig_node if src == orig_node.src else orig_node.replace(src=src)
+            else:
+                memo[cls] = _decode(ctor, dname, payload, src)
+            stack.pop()
+        out.append(memo[root])
+    return out
+
+
+def _decode(ctor: str, dname: str, payload: tuple, src: tuple) -> UOp:
+    dt = EGG_DTYPES.get(dname) or DTYPE_BY_NAME[dname]
+    op = Ops[ctor]
+    if op is Ops.CONST:
+        return UOp.const(dt, payload[0])
+    if op is Ops.DEFINE_VAR:
+        return UOp(op, dt, (), tuple(payload))
+    if op is Ops.RANGE:
+        return UOp(op, dt, src, tuple(payload))
+    return UOp(op, dt, src, None)
+
+
+# ======================================================================== the engine
+
+def _check_runnable(ruleset: Any, egg: EggFile, allow_partial: bool) -> None:
+    EngineError = _engine_error()
+    infos = {r.name: r for r in ruleset.rules}
+    calls = [r for r in ruleset.rules if r.kind == "call"]
+    if calls and not allow_partial:
+        where = ", ".join(f"{r.name} at {r.loc}" for r in calls)
+        raise EngineError(f"rule set {ruleset.name} has Python callbacks (rules {where}); the egglog engine runs "
+                          "pure rules only (allow_partial=True runs the pure rules alone)")
+    skipped = [(n, why) for n, why in ruleset.egglog_skipped if why != "callback"]
+    if skipped and not allow_partial:
+        parts = []
+        for n, why in skipped:
+            info = infos.get(n)
+            parts.append(f"{n}{' at ' + info.loc if info else ''}: {why}")
+        raise EngineError(f"rule set {ruleset.name}: {len(skipped)} rule(s) cannot run on the egglog engine, "
+                          f"so its result would differ from the python engine's:\n  " + "\n  ".join(parts) +
+                          "\npass allow_partial=True to run the other rules anyway")
+
+
+def _rule_for_error(egg: EggFile, msg: str) -> str:
+    m = _IN_FILE.search(msg)
+    if m:
+        fname = m.group(1)
+        for r in egg.rules:
+            if fname == f"{r.loc} (rule {r.name})":
+                return f" in rule {r.name} ({r.loc})"
+    for r in egg.rules:
+        for n in r.egg_names:
+            if f'"{n}"' in msg:
+                return f" in rule {r.name} ({r.loc})"
+    return ""
+
+
+def run_egglog(ruleset: Any, graph: UOp, *, iterations: int = 30, node_limit: int | None = None,
+               time_limit: float | None = None, analysis_iterations: int = 30,
+               commutativity: bool = False, allow_partial: bool = False, stats: dict | None = None) -> UOp:
+    """Rewrite `graph` with the pure rules of `ruleset` by equality saturation; return the cheapest form.
+
+    iterations           rounds of (analysis to a fixed point, then one pass of the rules)
+    node_limit           stop once the e-graph holds this many e-nodes (default: 20k + 20 per input node)
+    time_limit           stop after this many seconds of rule running (checked between rounds)
+    analysis_iterations  bound on the analysis fixed point within one round
+    commutativity        also run `a op b = b op a` for the commutative ops (the rules' own
+                         commutative variants are always there)
+    allow_partial        run even when some rules (or callbacks) could not be compiled to egglog
+    stats                a dict to fill: matches per rule, rounds, e-nodes, stop reason, timings
+    """
+    from egglog import bindings as b
+
+    EngineError = _engine_error()
+    t_start = time.perf_counter()
+    path = Path(ruleset.egglog_path)
+    try:
+        egg, eg = _session(path)
+    except (OSError, ValueError, KeyError) as e:
+        raise EngineError(f"cannot read the egglog program of rule set {ruleset.name}: {e}") from None
+    except Exception as e:
+        raise EngineError(f"egglog rejected the program of rule set {ruleset.name}: {_egg_message(e)}") from None
+    except BaseException as e:
+        if _is_panic(e):
+            raise EngineError(f"egglog panicked loading the program of rule set {ruleset.name}: "
+                              f"{_egg_message(e)}") from None
+        raise
+    _check_runnable(ruleset, egg, allow_partial)
+
+    S = b.PanicSpan()
+    enc = encode_graph(graph, set(egg.ops))
+    if node_limit is None:
+        node_limit = 20_000 + 20 * len(enc.nodes)
+    timings: dict[str, float] = {"encode": time.perf_counter() - t_start}
+    matches: dict[str, int] = {}
+    rounds = 0
+    stop = "iterations"
+    tmp = _scratch_dir()
+    pushed = False
+    try:
+        eg.run_program(b.Push(1))
+        pushed = True
+        t0 = time.perf_counter()
+        cmds = []
+        for rel, lines in enc.rows.items():
+            p = os.path.join(tmp, rel + ".tsv")
+            with open(p, "w") as f:
+                f.writelines(lines)
+            cmds.append(b.Input(S, rel, p))
+        cmds.append(b.RunSchedule(b.Run(S, b.RunConfig("load", None))))
+        eg.run_program(*cmds)
+        timings["insert"] = time.perf_counter() - t0
+
+        run_a = b.RunSchedule(b.Run(S, b.RunConfig("analysis", None)))
+        run_p = b.RunSchedule(b.Run(S, b.RunConfig("prune", None)))
+        # Plain `run`: egglog 13.2's back-off scheduler (`run-with`) matches subsumed e-nodes, which
+        # undoes the `prune` ruleset; the e-graph is bounded by node_limit between rounds instead.
+        run_r = b.RunSchedule(b.Sequence(S, [b.Run(S, b.RunConfig("rules", None))] +
+                                         ([b.Run(S, b.RunConfig("comm", None))] if commutativity else [])))
+        size_cmd = b.PrintSize(S, None)
+        ctor_names = {o.name for o in egg.ops} | {"Opaque"}
+
+        def acc(rep) -> None:
+            for n, k in rep.num_matches_per_rule.items():
+                if k:
+                    matches[n] = matches.get(n, 0) + k
+
+        t0 = time.perf_counter()
+        enodes = 0
+        t_analysis = t_rules = 0.0
+        while True:
+            if rounds >= iterations:
+                stop = "iterations"
+                break
+            rounds += 1
+            ta = time.perf_counter()
+            for _ in range(analysis_iterations):
+                rep = eg.run_program(run_a)[0].report
+                if not rep.updated:
+                    break
+            eg.run_program(run_p)
+            tr = time.perf_counter()
+            t_analysis += tr - ta
+            rep = eg.run_program(run_r)[0].report
+            t_rules += time.perf_counter() - tr
+            acc(rep)
+            if not rep.updated:
+                stop = "saturated"
+                break
+            sizes = eg.run_program(size_cmd)[0].sizes
+            enodes = sum(n for name, n in sizes if name in ctor_names)
+            if enodes >= node_limit:
+                stop = "node_limit"
+                break
+            if time_limit is not None and time.perf_counter() - t0 >= time_limit:
+                stop = "time_limit"
+                break
+        timings["run"] = time.perf_counter() - t0
+        timings["run:analysis"] = t_analysis
+        timings["run:rules"] = t_rules
+        t0 = time.perf_counter()
+        (result,) = _extract(eg, egg, enc, [enc.ids[graph]])
+        timings["extract"] = time.perf_counter() - t0
+    except Exception as e:
+        if isinstance(e, EngineError):
+            raise
+        msg = _egg_message(e)
+        raise EngineError(f"egglog failed running rule set {ruleset.name}{_rule_for_error(egg, msg)}: {msg}") from None
+    except BaseException as e:
+        if _is_panic(e):
+            msg = _egg_message(e)
+            raise EngineError(f"egglog panicked running rule set {ruleset.name}{_rule_for_error(egg, msg)}: "
+                              f"{msg}") from None
+        raise
+    finally:
+        try:
+            if pushed:
+                eg.run_program(b.Pop(S, 1))
+        except BaseException:  # the loaded program is in an unknown state: load it afresh next time
+            _forget(path)
+
+    per_rule: dict[str, int] = {}
+    for n, k in matches.items():
+        r = egg.by_egg_name.get(n)
+        if r is not None:
+            per_rule[r.name] = per_rule.get(r.name, 0) + k
+    _record_trace(ruleset, per_rule)
+    if stats is not None:
+        stats.update({"matches": per_rule, "egglog_matches": matches, "rounds": rounds, "stop": stop,
+                      "input_nodes": len(enc.nodes), "opaque_nodes": len(enc.opaque),
+                      "enodes": enodes, "seconds": time.perf_counter() - t_start, "timings": timings})
+    return result
+
+
+def _record_trace(ruleset: Any, per_rule: dict[str, int]) -> None:
+    from .trace import active_trace
+
+    t = active_trace()
+    if t is None:
+        return
+    for info in ruleset.rules:
+        n = per_rule.get(info.name)
+        if n:
+            st = t.stat(info)
+            st.tries += n
+            st.hits += n
+
+
+__all__ = ["run_egglog", "prelude_text", "analysis_text", "prune_text", "comm_text", "read_egg", "encodable",
+           "encode_graph", "EGG_DTYPES", "CORE_OPS", "ENCODING_VERSION"]
