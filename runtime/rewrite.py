@@ -138,7 +138,7 @@ class _Rewriter:
         active: set[UOp] = set()
         deferred: list[tuple[UOp, int, UOp]] = []
         stack: list[tuple[UOp, int, UOp]] = [(root, 0, root)]
-        finished = 0
+        finished = stalled = 0
 
         def finish(n: UOp, result: UOp) -> None:
             replace[n] = result
@@ -208,7 +208,10 @@ class _Rewriter:
                     finish(n, r)
             if not deferred:
                 break
-            if finished == 0:
+            # a pass may finish nothing while callbacks record what they saw (children gating);
+            # only a second such pass in a row means nothing can ever become ready
+            stalled = stalled + 1 if finished == 0 else 0
+            if stalled >= 2:
                 raise RewriteError(f"{self.name}: {len(deferred)} node(s) stayed not-ready after the whole graph "
                                    f"was visited, e.g. {deferred[0][0].op.name}")
             finished = 0
