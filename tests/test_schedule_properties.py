@@ -166,6 +166,7 @@ class K:
 class Program:
     instrs: list[Ins] = field(default_factory=list)
     meta: dict[int, Meta] = field(default_factory=dict)
+    instrs_by_out: dict[int, Ins] = field(default_factory=dict)
 
     def code(self) -> str:
         lines = []
@@ -216,8 +217,18 @@ class Builder:
         out = self.n
         self.n += 1
         self.p.instrs.append(Ins(op, out, srcs, arg))
+        self.p.instrs_by_out[out] = self.p.instrs[-1]
         self.p.meta[out] = meta
         return out
+
+    def ancestors(self, x: int) -> set[int]:
+        seen, todo = set(), [x]
+        while todo:
+            for s in self.p.instrs_by_out[todo.pop()].srcs:
+                if isinstance(s, int) and s not in seen:
+                    seen.add(s)
+                    todo.append(s)
+        return seen
 
     def input(self, shape: tuple[int, ...]) -> int:
         fill = self.draw(st.sampled_from(["arange", "random"]))
@@ -233,9 +244,10 @@ class Builder:
 
     # -- operands
 
-    def operand(self, shape: tuple[int, ...], kinds: str, exact_only: bool, allow_scalar: bool = True):
-        """A second operand that broadcasts with `shape`: a scalar, an existing value or a fresh input."""
-        choices = ["scalar"] if allow_scalar else []
+    def operand(self, shape: tuple[int, ...], kinds: str, exact_only: bool, same: int | None = None):
+        """A second operand that broadcasts with `shape`: a scalar, `same` itself, an existing value or a fresh
+        input."""
+        choices = ["scalar", "same"] if same is not None else ["scalar"]
         cands = [i for i, m in self.p.meta.items() if m.kind in kinds and (m.exact or not exact_only)
                  and (b := _broadcast(shape, m.shape)) is not None and math.prod(b) <= MAX_NUMEL]
         if cands:
@@ -247,6 +259,8 @@ class Builder:
         c = self.draw(st.sampled_from(choices))
         if c == "scalar":
             return K(self.draw(st.integers(-3, 3)))
+        if c == "same":
+            return same
         if c == "value":
             return self.pick(cands)
         drop = self.draw(st.integers(0, len(shape)))  # fewer leading axes
@@ -340,7 +354,7 @@ class Builder:
         m = self.p.meta[x]
         if m.kind == "b" or (exact_only and not m.exact):
             return None
-        y = self.operand(m.shape, "fi", exact_only)
+        y = self.operand(m.shape, "fi", exact_only, same=x)
         if y is None:
             return None
         my = self.meta(y)
@@ -374,7 +388,8 @@ class Builder:
         m = self.p.meta[x]
         if m.kind == "b":  # x is the condition
             a = self.operand(m.shape, "fi", exact_only=False)
-            b = self.operand(m.shape, "fi", exact_only=False) if a is not None else None
+            b = self.operand(m.shape, "fi", exact_only=False, same=a if isinstance(a, int) else None) \
+                if a is not None else None
             if b is None:
                 return None
             c = x
@@ -389,7 +404,7 @@ class Builder:
             if c is None:
                 return None
             a = x
-            b = self.operand(m.shape, "fi", exact_only=False)
+            b = self.operand(m.shape, "fi", exact_only=False, same=x)
         ma, mb, mc = self.meta(a), self.meta(b), self.p.meta[c]
         shape = _broadcast(_broadcast(mc.shape, ma.shape), mb.shape)
         if shape is None or math.prod(shape) > MAX_NUMEL:
@@ -440,7 +455,9 @@ class Builder:
 
     def realize(self, ids: list[int], max_outputs: int, copy: bool = False) -> list[int]:
         n = self.draw(st.integers(1, max_outputs))
-        outs = [ids[-1]] + [self.pick(ids) for _ in range(n - 1)]  # the last value, and any others
+        # the last value, and others: often values it was computed from (an output read by another output)
+        cone = [i for i in ids if i in self.ancestors(ids[-1]) and self.p.instrs_by_out[i].op != "input"]
+        outs = [ids[-1]] + [self.pick(cone if cone and self.draw(st.booleans()) else ids) for _ in range(n - 1)]
         if copy:  # a view of a buffer is read on the host: contiguous makes it a kernel
             outs = [self.add("contiguous", (x,), None, self.p.meta[x]) for x in outs]
         self.p.instrs.append(Ins("realize", None, tuple(outs)))
