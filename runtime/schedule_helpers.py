@@ -65,6 +65,24 @@ def substitute_all(root: UOp, old: tuple[UOp, ...], new: tuple[UOp, ...]) -> UOp
     return substitute(root, dict(zip(old, new)))
 
 
+def axes_to_end(idx: UOp) -> tuple[int, ...] | None:
+    """Which axes of an INDEX must close their loops before a reduce below is recomputed in them.
+
+    `idx.arg` is the newest range an expand ended on the way here. Only a graph that
+    reads a buffer and holds a reduce is worth buffering; then every axis whose index
+    uses a range newer (inner) than that one must end. None: nothing to decide here.
+    """
+    if idx.arg is None:
+        return None
+    topo = idx.toposort()
+    if not any(u.op in (Ops.BUFFER, Ops.REALIZE, Ops.BUFFERIZE) for u in topo):
+        return None
+    if not any(u.op is Ops.REDUCE_AXIS for u in topo):
+        return None
+    return tuple(i for i, a in enumerate(idx.src[1:])
+                 if any(u.arg > idx.arg for u in a.toposort() if u.op is Ops.RANGE))
+
+
 def is_pointer(dt: DType) -> bool:
     return isinstance(dt, PtrDType)
 
@@ -73,5 +91,6 @@ SCHEDULE_HELPERS = {
     "shrink_indices": shrink_indices, "permute_indices": permute_indices, "flip_indices": flip_indices,
     "index_each": index_each, "const_shaped": const_shaped, "merge_tags": merge_tags,
     "cheap_to_recompute": cheap_to_recompute, "substitute_all": substitute_all, "is_pointer": is_pointer,
+    "axes_to_end": axes_to_end,
 }
 del dtypes

@@ -181,22 +181,5 @@ def _all_same(xs) -> bool:
     return all(x is xs[0] for x in xs)
 
 
-def might_end_axis(idx: UOp) -> UOp | None:
-    """Close loops early (by buffering) where an expand ended a range that a reduce below still uses."""
-    if idx.arg is None:
-        return None
-    topo = idx.toposort()
-    if not any(u.op in (Ops.BUFFER, Ops.REALIZE, Ops.BUFFERIZE) for u in topo):
-        return None
-    if not any(u.op is Ops.REDUCE_AXIS for u in topo):
-        return None
-    to_end = [i for i, a in enumerate(idx.src[1:])
-              if any(u.arg > idx.arg for u in a.toposort() if u.op is Ops.RANGE)]
-    if to_end:
-        realized = UOp(Ops.REALIZE, idx.src[0].dtype, (idx.src[0],), tuple(to_end))
-        return idx.replace(src=(realized, *idx.src[1:]), arg=None)
-    return idx.replace(arg=None)
-
-
 def unprocessed_index(x: UOp) -> UOp:
     raise RuntimeError(f"rangeify: INDEX of {x.src[0].op.name} was not rewritten by any rule")
