@@ -19,7 +19,7 @@ _COMPARISONS = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
 
 
 class UOp:
-    __slots__ = ("op", "dtype", "src", "arg", "tag", "__weakref__", "_topo", "_shape", "_bounds", "_key")
+    __slots__ = ("op", "dtype", "src", "arg", "tag", "__weakref__", "_topo", "_parents", "_shape", "_bounds", "_key")
     _cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     op: Ops
@@ -41,6 +41,7 @@ class UOp:
         for name, value in (("op", op), ("dtype", dtype), ("src", src), ("arg", arg), ("tag", tag)):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_topo", None)
+        object.__setattr__(self, "_parents", None)
         object.__setattr__(self, "_shape", _UNSET)
         object.__setattr__(self, "_bounds", None)
         object.__setattr__(self, "_key", key)
@@ -97,10 +98,12 @@ class UOp:
 
     @property
     def parents(self) -> dict[UOp, None]:
-        """Every node strictly below this one (its transitive sources)."""
-        topo = dict(self.toposort())
-        del topo[self]
-        return topo
+        """Every node strictly below this one (its transitive sources); cached like the toposort."""
+        if self._parents is None:
+            topo = dict(self.toposort())
+            del topo[self]
+            object.__setattr__(self, "_parents", topo)
+        return self._parents
 
     @property
     def sparents(self) -> dict[UOp, None]:

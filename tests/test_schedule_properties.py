@@ -53,7 +53,7 @@ SETTINGS = dict(deadline=None, derandomize=not SEARCH, database=None,
 
 
 def examples(n: int) -> int:
-    return n * max(1, SEARCH)
+    return int(n * max(1, SEARCH) * float(os.environ.get("TMP_SCALE", "1")))
 
 
 # what realize leaves in a realized tensor (runtime/realize.py): a view of buffers and constants
