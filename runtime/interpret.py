@@ -50,15 +50,13 @@ class OutOfBoundsError(InterpretError, IndexError):
 
 
 def np_dtype(dt: DType) -> np.dtype:
-    """The numpy dtype that holds values of `dt` (bfloat16 lives in float32, index in int64)."""
-    dt = dt.scalar
-    if dt.kind == "index":
-        return np.dtype(np.int64)
-    if dt.name == "bfloat16":
-        return np.dtype(np.float32)
-    if dt.kind == "void":
-        raise InterpretError("void has no numpy dtype")
-    return np.dtype(dt.name)
+    """The numpy dtype that holds values of `dt`: the buffer store's (bfloat16 in float32, index in int64)."""
+    from .buffers import numpy_dtype
+
+    try:
+        return numpy_dtype(dt.scalar)
+    except ValueError as e:
+        raise InterpretError(str(e)) from None
 
 
 def _round_bf16(x: np.ndarray) -> np.ndarray:
