@@ -101,8 +101,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     out = sys.stdout
     if "rules" in sections:
         print(f";; rule set {rs.name} ({rs.loc})", file=out)
-        if rs.doc:
-            print(f";; {rs.doc}", file=out)
+        for line in rs.doc.splitlines():
+            print(f";; {line}".rstrip(), file=out)
         for inc, loc in rs.include:
             print(f";; includes {inc} ({loc})", file=out)
         for r in res.project.rules_of(rs.name):
