@@ -657,3 +657,8 @@ def test_regression_flipped_padded_output_read_back_through_pad():
     which no lift-invalid rule handled."""
     v = F([[1.0, 2.0]]).flip(0).pad(((0, 1), (0, 0)), value=1)
     check(v.pad(((0, 1), (0, 0)), value=1), v)
+
+
+def test_regression_view_chain_output_of_a_shared_reduce():
+    v = F([1.0, 2.0]).sum(keepdim=True).expand(2)
+    check(v + 1, v.flip(0))

@@ -22,9 +22,9 @@ def find_children(ctx: ChildrenContext, x: UOp) -> None:
         return None
     ctx.children = {}
     for node, users in x.get_children_map().items():
-        # a REALIZE is a buffer already: its readers share it without a gate (and a view of it
-        # that is an output never indexes it, so a gate would wait forever)
-        if node.op is Ops.REALIZE:
+        # a REALIZE, or a view of one, is a buffer already: readers share it without a gate (and a
+        # view of it that is an output is never indexed, so a gate would wait forever)
+        if node.base.op is Ops.REALIZE:
             continue
         consumers = [u for u in users if u.op is not Ops.SINK]
         if len(consumers) <= 1:
