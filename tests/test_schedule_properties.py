@@ -455,9 +455,16 @@ class Builder:
 
     def realize(self, ids: list[int], max_outputs: int, copy: bool = False) -> list[int]:
         n = self.draw(st.integers(1, max_outputs))
-        # the last value, and others: often values it was computed from (an output read by another output)
+        # the last value, and others: often values it was computed from (an output that another output reads),
+        # or a view of one (an output that is a view of a buffer another output reads)
         cone = [i for i in ids if i in self.ancestors(ids[-1]) and self.p.instrs_by_out[i].op != "input"]
-        outs = [ids[-1]] + [self.pick(cone if cone and self.draw(st.booleans()) else ids) for _ in range(n - 1)]
+        outs = [ids[-1]]
+        for _ in range(n - 1):
+            how = self.draw(st.sampled_from(["any", "cone", "view of cone"] if cone else ["any"]))
+            x = self.pick(cone if how != "any" else ids)
+            if how == "view of cone":
+                x = getattr(self, "op_" + self.draw(st.sampled_from(MOVEMENT)))(x) or x
+            outs.append(x)
         if copy:  # a view of a buffer is read on the host: contiguous makes it a kernel
             outs = [self.add("contiguous", (x,), None, self.p.meta[x]) for x in outs]
         self.p.instrs.append(Ins("realize", None, tuple(outs)))
