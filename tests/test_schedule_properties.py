@@ -21,9 +21,10 @@ compared with <, == ...; values that went through exp are compared with rtol 1e-
 tolerance scaled by their bound.
 
 Schedule invariants, checked on `Tensor.schedule(*outs)` before every realize: each kernel AST is a SINK
-of STOREs; no kernel stores into a buffer that a live tensor already reads (there are no assigns); and when the graph of the outputs has no
-REDUCE_AXIS and no CONTIGUOUS, there are at most as many kernels as distinct outputs that compute
-something (elementwise and movement ops fuse into one kernel per output).
+of STOREs; no kernel stores into a buffer that a live tensor already reads (there are no assigns); and
+when the graph of the outputs has no REDUCE_AXIS and no CONTIGUOUS, there are at most as many kernels as
+distinct outputs that compute something (elementwise and movement ops fuse into one kernel per output).
+After the last realize, every input still holds its data.
 
 When a property fails, hypothesis prints the program as Tensor code (the `note`: `T(inp(...))` inputs,
 `check(...)` realize points, runnable with the helpers below); the minimized failures are kept at the end
