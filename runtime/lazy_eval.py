@@ -165,7 +165,8 @@ def _reduce_axis(node: UOp, x: np.ndarray) -> np.ndarray:
 
 _HANDLERS: dict[Ops, Callable[..., Any]] = {
     Ops.BUFFER: _buffer,
-    Ops.CONST: lambda node: np.array(node.arg).astype(buffers.numpy_dtype(node.dtype)),  # ints out of range wrap
+    Ops.CONST: lambda node, *_: np.array(node.arg).astype(buffers.numpy_dtype(node.dtype)),  # ints out of range wrap
+    Ops.IOTA: lambda node: np.arange(node.arg),
     Ops.DEFINE_VAR: _define_var,
     Ops.BIND: lambda node, var, val: val,
     # movement

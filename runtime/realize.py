@@ -2,6 +2,10 @@
 
 The kernels run on the numpy reference interpreter (runtime/interpret.py); a
 backend can replace `run_item`. Copies and views are not kernels.
+
+A tensor of no elements is never scheduled either. A tensor with no device (runtime/tensor.py: an `arange` and what is computed from it) is never
+scheduled: it stays a function of its indices. `to_numpy` computes it with one kernel of its own and
+leaves the tensor as it was.
 """
 from __future__ import annotations
 
@@ -14,13 +18,15 @@ from .interpret import run_kernel
 from .ops import Ops
 from .rewrite import substitute
 from .schedule import Pipeline, ScheduleItem, create_schedule
+from .tensor import is_virtual
 from .uop import UOp
 
 if TYPE_CHECKING:
     from .tensor import Tensor
 
 def _sink(tensors) -> UOp:
-    return UOp.sink(*[t.uop for t in tensors])
+    # a tensor of no elements needs no kernel; one without a device is never stored
+    return UOp.sink(*[t.uop for t in tensors if 0 not in t.shape and not is_virtual(t.uop)])
 
 
 def schedule(*tensors: Tensor, pipeline: Pipeline | None = None) -> list[ScheduleItem]:
@@ -55,6 +61,17 @@ def realize(*tensors: Tensor, pipeline: Pipeline | None = None) -> list[Schedule
     return items
 
 
+def _compute_virtual(u: UOp) -> UOp:
+    """Store a tensor that has no device into a fresh buffer (one kernel); returns a view of it."""
+    if all(x.op in _VIEW_OPS for x in u.toposort()):
+        return u  # constants only: nothing to compute
+    out = UOp(Ops.CONTIGUOUS, u.dtype, (u,))
+    items, becomes = create_schedule(UOp.sink(out))
+    for item in items:
+        run_item(item)
+    return _after_run(becomes[out])
+
+
 def _after_run(u: UOp) -> UOp:
     """Once kernels ran, an ASSIGN of a kernel is just its buffer."""
     assigns = {a: a.src[0] for a in u.toposort() if a.op is Ops.ASSIGN and len(a.src) > 1
@@ -64,9 +81,13 @@ def _after_run(u: UOp) -> UOp:
 
 def to_numpy(t: Tensor) -> np.ndarray:
     """Realize `t` and read it back; a view of a buffer is read through its movement ops on the host."""
-    realize(t)
     from .lazy_eval import evaluate
 
+    if 0 in t.shape:
+        return np.zeros(t.shape, buffers.numpy_dtype(t.dtype))
+    if is_virtual(t.uop):
+        return evaluate(_compute_virtual(t.uop))
+    realize(t)
     # only views and constants may be left: anything else would be computed here, hiding a scheduler bug
     left = {u.op for u in t.uop.toposort()} - _VIEW_OPS
     if left:

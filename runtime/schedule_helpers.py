@@ -83,6 +83,46 @@ def axes_to_end(idx: UOp) -> tuple[int, ...] | None:
                  if any(u.arg > idx.arg for u in a.toposort() if u.op is Ops.RANGE))
 
 
+def _as_tuple(ranges: UOp | tuple[UOp, ...]) -> tuple[UOp, ...]:
+    return (ranges,) if isinstance(ranges, UOp) else tuple(ranges)
+
+
+def independent_of(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
+    """True when `x` reads none of `ranges` (one range or a tuple): it is the same in every iteration."""
+    topo = x.toposort()
+    return not any(r in topo for r in _as_tuple(ranges))
+
+
+_AFFINE_OPS = (Ops.ADD, Ops.SUB, Ops.NEG, Ops.MUL, Ops.CAST)
+
+
+def affine_in(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
+    """True when the integer expression `x` is a sum of terms, each free of `ranges` or one of them times
+    a factor free of them: a sum of it over the ranges has a closed form. Casts between integer dtypes
+    are allowed (sums commute with the wrap-around of a narrowing cast)."""
+    ranges = _as_tuple(ranges)
+    memo: dict[UOp, bool] = {}
+
+    def walk(u: UOp) -> bool:
+        if u in memo:
+            return memo[u]
+        if not u.dtype.scalar.is_int:
+            ok = False
+        elif u in ranges or independent_of(u, ranges):
+            ok = True
+        elif u.op is Ops.MUL:
+            a, b = u.src
+            ok = (independent_of(a, ranges) and walk(b)) or (independent_of(b, ranges) and walk(a))
+        elif u.op in _AFFINE_OPS:
+            ok = all(walk(s) for s in u.src)
+        else:
+            ok = False
+        memo[u] = ok
+        return ok
+
+    return walk(x)
+
+
 def is_pointer(dt: DType) -> bool:
     return isinstance(dt, PtrDType)
 
@@ -91,6 +131,6 @@ SCHEDULE_HELPERS = {
     "shrink_indices": shrink_indices, "permute_indices": permute_indices, "flip_indices": flip_indices,
     "index_each": index_each, "const_shaped": const_shaped, "merge_tags": merge_tags,
     "cheap_to_recompute": cheap_to_recompute, "substitute_all": substitute_all, "is_pointer": is_pointer,
-    "axes_to_end": axes_to_end,
+    "axes_to_end": axes_to_end, "independent_of": independent_of, "affine_in": affine_in,
 }
 del dtypes

@@ -42,7 +42,7 @@ def infer_shape(u: UOp) -> tuple | None:
         # a STORE into a buffer reads back as that flat buffer
         size = getattr(u.src[0].dtype, "size", -1)
         return (size,) if size >= 0 else None
-    if op is Ops.BUFFER:
+    if op is Ops.BUFFER or op is Ops.IOTA:
         return (u.arg,)
     if op is Ops.BUFFER_VIEW:
         return (u.arg[0],)

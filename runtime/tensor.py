@@ -5,9 +5,11 @@ computed until `realize()` / `numpy()` (runtime/realize.py), or `lazy_numpy()` (
 a direct numpy evaluation used by tests). Realization replaces `self.uop` by a view of a BUFFER.
 
 Graph conventions (the contract of docs/tensor-ir.md):
-* data (lists, arrays, `rand`, `randn`, `arange`) becomes a realized BUFFER, with a RESHAPE to the shape
-  on top (always, even when it is a no-op, so a realized tensor always looks the same);
-* a constant of shape `s` is `CONST.reshape((1,)*len(s)).expand(s)`;
+* data (lists, arrays, `rand`, `randn`) becomes a realized BUFFER, with a RESHAPE to the shape on top
+  (always, even when it is a no-op, so a realized tensor always looks the same);
+* a constant of shape `s` is `CONST.reshape((1,)*len(s)).expand(s)`; a constant the user made
+  (`Tensor(3.0)`, `full`, `zeros`, `ones`) has a DEVICE source, a Python scalar inside an op has none;
+* `arange` is lazy: IOTA (0, 1, ..., n-1) cast, scaled and shifted;
 * broadcasting is explicit: RESHAPE (leading 1s) then EXPAND; other no-op movement ops are not built;
 * reductions are REDUCE_AXIS (reduced axes kept as 1) followed by a RESHAPE that drops them unless
   `keepdim`; axes of size 1 are not reduced at all (they need no work);
@@ -19,6 +21,11 @@ it follows numpy (int8 + uint8 -> int16, float16 + float32 -> float32; bfloat16,
 wins over ints and loses to float32/float64, and bfloat16 + float16 -> float32). Python scalars are weak
 (tinygrad): they take the tensor's dtype unless they are of a higher kind, in which case they bring the
 default dtype of their kind (float32 for floats, int32 for ints).
+
+Tensors without a device (tinygrad 0.14's "virtual" tensors): a graph that reads no buffer and no
+user-made constant (an `arange` and what is computed from it with Python scalars) has nowhere to be
+stored. `realize()` and `schedule()` leave it lazy, as a function of its indices that every consumer
+recomputes inside its own kernel; `numpy()` computes it with one kernel. `device` is None for it.
 """
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ import numpy as np
 
 from . import buffers
 from .dtype import DType, dtypes
+from .helpers import identity_element
 from .ops import Ops
 from .shape import prod
 from .uop import UOp
@@ -191,9 +199,9 @@ class Tensor:
         elif isinstance(data, UOp):
             uop = data
         elif isinstance(data, np.generic):  # before float: np.float64 subclasses float
-            uop = UOp.const(dtype or buffers.from_numpy_dtype(data.dtype), data.item())
+            uop = UOp.const(dtype or buffers.from_numpy_dtype(data.dtype), data.item(), _ON_DEVICE)
         elif isinstance(data, (bool, int, float)):
-            uop = UOp.const(dtype or _scalar_dtype(data), data)
+            uop = UOp.const(dtype or _scalar_dtype(data), data, _ON_DEVICE)
         elif isinstance(data, np.ndarray):
             uop = _buffer_view(data, dtype or buffers.from_numpy_dtype(data.dtype))
         elif isinstance(data, (list, tuple)):
@@ -221,8 +229,9 @@ class Tensor:
         return len(self.shape)
 
     @property
-    def device(self) -> str:
-        return "CPU"
+    def device(self) -> str | None:
+        """"CPU", or None for a tensor with no storage (see the module docstring)."""
+        return None if is_virtual(self.uop) else "CPU"
 
     def numel(self) -> int:
         return int(prod(self.shape))
@@ -274,16 +283,21 @@ class Tensor:
 
     @staticmethod
     def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | None = None) -> Tensor:
-        """`start, start+step, ...` below `stop`. Computed on the host into a realized buffer (tinygrad
-        builds it lazily; a buffer is one load in any kernel that uses it)."""
+        """`start, start+step, ...` below `stop`, lazily: element i is `start + i*step`, computed in
+        `dtype` inside the kernels that use it. It has no device (see the module docstring)."""
         if stop is None:
             start, stop = 0, start
+        for v in (start, stop, step):
+            if not isinstance(v, (bool, int, float)):
+                raise TypeError(f"arange takes Python numbers, not {type(v).__name__}")
         if step == 0:
             raise ValueError("arange step must not be 0")
         if dtype is None:
             dtype = DEFAULT_FLOAT if any(isinstance(v, float) for v in (start, stop, step)) else DEFAULT_INT
         n = max(0, math.ceil((stop - start) / step))
-        return Tensor((start + np.arange(n, dtype=np.float64) * step).astype(buffers.numpy_dtype(dtype)), dtype)
+        x = Tensor(UOp(Ops.IOTA, dtype if dtype.kind in ('int', 'uint') else DEFAULT_INT, (), n)).cast(dtype)
+        x = x if step == 1 else x * _weak(step, dtype)
+        return x if start == 0 else x + _weak(start, dtype)
 
     @staticmethod
     def manual_seed(seed: int = 0) -> None:
@@ -335,7 +349,7 @@ class Tensor:
         """Tensors and scalars promoted to one dtype (or `dtype`) and broadcast to one shape."""
         items = tuple(_operand(x) for x in items)
         dt = dtype or _promote(items)
-        tensors = [x.cast(dt) if isinstance(x, Tensor) else Tensor(x, dtype=dt) for x in items]
+        tensors = [x.cast(dt) if isinstance(x, Tensor) else _weak(x, dt) for x in items]
         shape = _broadcast_shape(*(t.shape for t in tensors))
         return [t._broadcast_to(shape) for t in tensors]
 
@@ -356,7 +370,7 @@ class Tensor:
         if self.dtype == dtypes.bool:
             return self.logical_not()
         ones = -1 if self.dtype.kind == "int" else self.dtype.max
-        return self._binary(Ops.XOR, Tensor(ones, dtype=self.dtype))
+        return self._binary(Ops.XOR, _weak(ones, self.dtype))
 
     def _to_float(self) -> Tensor:
         return self.cast(_float_dtype(self.dtype))
@@ -530,9 +544,15 @@ class Tensor:
     def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
         axes = self._axes(axis)
         work = tuple(a for a in axes if self.shape[a] != 1)  # reducing an axis of size 1 is a no-op
-        out = Tensor(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, work))) if work else self
+        kept = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+        if any(self.shape[a] == 0 for a in work) and 0 not in kept:
+            # a reduction over nothing is its identity (tinygrad too); a constant needs no kernel
+            value = identity_element(op, self.dtype)
+            out = (_weak(value, self.dtype) if is_virtual(self.uop) else Tensor(value, self.dtype))._broadcast_to(kept)
+        else:
+            out = Tensor(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, work))) if work else self
         if keepdim:
-            return out.reshape(tuple(1 if i in axes else s for i, s in enumerate(self.shape)))
+            return out.reshape(kept)
         return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
     def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
@@ -652,8 +672,8 @@ class Tensor:
         if value == 0:
             return padded
         # PAD fills zeros: select the fill value where a padded mask of True is False
-        inside = Tensor(True)._broadcast_to(x.shape)._mop(Ops.PAD, grow)
-        return inside.where(padded, Tensor.full(padded.shape, value, dtype=self.dtype))
+        inside = _weak(True, dtypes.bool)._broadcast_to(x.shape)._mop(Ops.PAD, grow)
+        return inside.where(padded, _weak(value, self.dtype)._broadcast_to(padded.shape))
 
     def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
         """Keep [start, end) of each axis (None: all of it)."""
@@ -916,6 +936,18 @@ class Tensor:
 
 
 # ---------------------------------------------------------------------------------------- helpers
+
+_ON_DEVICE = (UOp(Ops.DEVICE, arg="CPU"),)
+
+
+def _weak(value: Scalar, dtype: DType) -> Tensor:
+    """A constant with no device: a Python scalar inside an op, which takes its partner's device."""
+    return Tensor(UOp.const(dtype, value))
+
+
+def is_virtual(uop: UOp) -> bool:
+    """True when the graph reads no buffer and no user-made constant: it has no device to live on."""
+    return not any(u.op is Ops.BUFFER or (u.op is Ops.CONST and u.src) for u in uop.toposort())
 
 
 def _operand(x: Any) -> Tensor | Scalar:

@@ -76,6 +76,9 @@ PROGRAMS = [
     ("cat dim 1", lambda a, b: [a.cat(b, dim=1)], lambda a, b: [np.concatenate([a, b], 1)], [rnd(4, 3), rnd(4, 5)], 1),
     ("two contiguous", lambda a: [((a + 1).contiguous() * 2).contiguous()], lambda a: [(a + 1) * 2], [A8], 2),
     ("full contiguous", lambda: [Tensor.full((4, 4), 3.0).contiguous()], lambda: [np.full((4, 4), 3.0)], [], 1),
+    # an arange has no device (tinygrad 0.14 too): realizing it stores nothing (tests/test_arange.py)
+    ("arange reshape sum", lambda: [Tensor.arange(16).reshape(4, 4).sum(1)],
+     lambda: [np.arange(16).reshape(4, 4).sum(1)], [], 0),
     ("exp sum log", lambda a: [a.exp().sum(1).log()], lambda a: [np.log(np.exp(a).sum(1))], [A8], 1),
     ("reshape permute sum", lambda a: [a.reshape(2, 4, 8).permute(2, 0, 1).sum(2)],
      lambda a: [a.reshape(2, 4, 8).transpose(2, 0, 1).sum(2)], [rnd(64)], 1),

@@ -193,6 +193,8 @@ CASES = [
     ("where-same", where(t, x, x), x),
     ("where-cond", where(t, T, F), t),
     ("where-not-cond", where(t, F, T), t.ne(T)),
+    ("where-nested-same-cond-true", where(t, where(t, x, y), x + 1), where(t, x, x + 1)),
+    ("where-nested-same-cond-false", where(t, x + 1, where(t, y, x)), where(t, x + 1, x)),
     # decided by bounds
     ("max-by-bounds", p.maximum(-r), p),
     ("max-by-bounds", (-r).maximum(p), p),

@@ -40,7 +40,7 @@ def ops_in(t: Tensor) -> set:
 
 
 # docs/tensor-ir.md: the only ops a frontend graph may contain
-TENSOR_LEVEL_OPS = ({Ops.BUFFER, Ops.UNIQUE, Ops.DEVICE, Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.CAST,
+TENSOR_LEVEL_OPS = ({Ops.BUFFER, Ops.UNIQUE, Ops.DEVICE, Ops.CONST, Ops.IOTA, Ops.DEFINE_VAR, Ops.BIND, Ops.CAST,
                      Ops.REDUCE_AXIS, Ops.CONTIGUOUS, Ops.ASSIGN}
                     | set(GroupOp.Movement)
                     | {Ops.ADD, Ops.MUL, Ops.SUB, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.NEG, Ops.RECIP,
@@ -1019,3 +1019,22 @@ def test_random_chains_match_numpy(hdata):
         t, x = _step(hdata.draw, t, x)
     check(t, x, rtol=1e-5, atol=1e-5)
     assert_contract(t)
+
+
+def test_tensors_of_no_elements():
+    """Nothing to compute: no kernel, and numpy() gives an empty array of the right shape and dtype."""
+    a = Tensor(np.zeros((0, 3), np.float32))
+    for t in (a + 1, a.sum(1), Tensor.arange(0), a.reshape(3, 0).permute(1, 0)):
+        assert 0 in t.shape and Tensor.schedule(t) == []
+        got = t.numpy()
+        assert got.shape == t.shape and got.dtype == buffers.numpy_dtype(t.dtype)
+    np.testing.assert_array_equal(a.cat(Tensor(np.ones((2, 3), np.float32))).numpy(), np.ones((2, 3)))
+
+
+def test_reduce_over_no_elements_is_its_identity():
+    a = Tensor(np.zeros((0, 3), np.float32))
+    np.testing.assert_array_equal(a.sum(0).numpy(), np.zeros(3))
+    np.testing.assert_array_equal(a.max(0).numpy(), np.full(3, -np.inf))
+    np.testing.assert_array_equal(a.sum(0, keepdim=True).numpy(), np.zeros((1, 3)))
+    assert Tensor.schedule(a.sum(0)) == []  # a constant
+    assert Tensor.arange(0).sum().device is None and Tensor.arange(0).sum().numpy() == 0
