@@ -465,6 +465,7 @@ class _Text:
         self.names: dict[UOp, str] = {}  # accumulators and temporaries visible in the current scope
         self.count = 0
         self.uses = Counter(s for u in ast.toposort() for s in u.src)
+        self.open: list[UOp] = []  # the ranges of the loops open where the next line goes
 
     def emit(self, depth: int, line: str) -> None:
         self.lines.append("  " * depth + line)
@@ -473,16 +474,29 @@ class _Text:
         self.count += 1
         return f"{prefix}{self.count - 1}"
 
-    def loops(self, ranges: tuple[UOp, ...], depth: int, body: Callable[[int], None]) -> None:
+    def loops(self, ranges: tuple[UOp, ...], depth: int, body: Callable[[int], None],
+              roots: tuple[UOp, ...] = ()) -> None:
+        """Open `ranges` one loop at a time; before each loop, emit the accumulators of the REDUCEs under
+        `roots` that depend on no range still to open: a reduce runs once per iteration of the innermost
+        loop it reads, not inside loops it only broadcasts along."""
         saved = dict(self.names)  # names made inside the loops are not visible after them
-        for i, r in enumerate(ranges):
-            name = _range_name(r)
-            self.emit(depth + i, f"for (int {name} = 0; {name} < {_strip(self.expr(r.src[0], depth + i))}; "
-                                 f"{name}++) {{")
-        body(depth + len(ranges))
-        for i in reversed(range(len(ranges))):
-            self.emit(depth + i, "}")
+        self.hoist(roots, depth)
+        if ranges:
+            r, name = ranges[0], _range_name(ranges[0])
+            self.emit(depth, f"for (int {name} = 0; {name} < {_strip(self.expr(r.src[0], depth))}; {name}++) {{")
+            self.open.append(r)
+            self.loops(ranges[1:], depth + 1, body, roots)
+            self.open.pop()
+            self.emit(depth, "}")
+        else:
+            body(depth)
         self.names = saved
+
+    def hoist(self, roots: tuple[UOp, ...], depth: int) -> None:
+        for root in roots:
+            for u in root.toposort(gate=lambda n: n.op is not Ops.REDUCE):
+                if u.op is Ops.REDUCE and u not in self.names and _free_ranges(u) <= set(self.open):
+                    self.reduce(u, depth)
 
     def prepare(self, roots: tuple[UOp, ...], depth: int) -> None:
         """Emit the accumulators of the REDUCEs `roots` use (not those nested inside other REDUCEs)."""
@@ -503,7 +517,7 @@ class _Text:
             line = {Ops.ADD: f"{acc} += {v};", Ops.MUL: f"{acc} *= {v};"}.get(op, f"{acc} = max({acc}, {v});")
             self.emit(d, line)
 
-        self.loops(u.src[1:], depth, body)
+        self.loops(u.src[1:], depth, body, (u.src[0],))
         self.names[u] = acc
 
     def ref(self, index: UOp, depth: int) -> tuple[str | None, str]:
@@ -571,6 +585,13 @@ class _Text:
         self.emit(depth, line if gate is None else f"if ({gate}) {line}")
 
 
+def _free_ranges(u: UOp) -> set[UOp]:
+    """The ranges `u` reads that no REDUCE inside it closes."""
+    topo = u.toposort()
+    closed = {r for x in topo if x.op is Ops.REDUCE for r in x.src[1:]}
+    return {x for x in topo if x.op is Ops.RANGE} - closed
+
+
 def kernel_text(ast: UOp) -> str:
     """A readable, C-like rendering of a kernel AST (loops over ranges, loads, stores, reduces)."""
     topo = ast.toposort()
@@ -582,7 +603,7 @@ def kernel_text(ast: UOp) -> str:
     t.emit(0, f"kernel({', '.join(params)}) {{")
     for st in ast.src if ast.op is Ops.SINK else (ast,):
         if st.op is Ops.STORE:
-            t.loops(st.src[2:], 1, lambda d, st=st: t.store(st, d))
+            t.loops(st.src[2:], 1, lambda d, st=st: t.store(st, d), st.src[:2])
         else:
             t.emit(1, f"{_short(st)};")
     t.emit(0, "}")

@@ -469,6 +469,27 @@ def test_kernel_text_of_matmul():
     ])
 
 
+def test_kernel_text_places_a_reduce_at_its_innermost_range():
+    # out[r0, r1] = x[r0, r1] - sum_r2 x[r0, r2]: the sum reads r0 only, so it runs once per row
+    r0, r1, r2 = UOp.range(2, 0), UOp.range(3, 1), UOp.range(3, 2, "reduce")
+    g0, g1 = glob(0, 6), glob(1, 6)
+    total = reduce(load(g1, r0 * 3 + r2), r2)
+    text = kernel_text(kernel(store(g0, r0 * 3 + r1, load(g1, r0 * 3 + r1) - total, r0, r1)))
+    assert text == "\n".join([
+        "kernel(float32 buf0[6], float32 buf1[6]) {",
+        "  for (int r0 = 0; r0 < 2; r0++) {",
+        "    float32 acc0 = 0.0;",
+        "    for (int r2 = 0; r2 < 3; r2++) {",
+        "      acc0 += buf1[(r0 * 3) + r2];",
+        "    }",
+        "    for (int r1 = 0; r1 < 3; r1++) {",
+        "      buf0[(r0 * 3) + r1] = buf1[(r0 * 3) + r1] - acc0;",
+        "    }",
+        "  }",
+        "}",
+    ])
+
+
 def test_kernel_text_of_gates_vars_and_max():
     var = UOp.variable("n", 1, 8)
     r0, r1 = UOp.range(var, 0), UOp.range(4, 1, "reduce")
