@@ -93,13 +93,41 @@ def independent_of(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
     return not any(r in topo for r in _as_tuple(ranges))
 
 
-_AFFINE_OPS = (Ops.ADD, Ops.SUB, Ops.NEG, Ops.MUL, Ops.CAST)
+def _trip_count(ranges: tuple[UOp, ...]) -> int | None:
+    """How many times a loop nest over `ranges` runs its body; None when a size is symbolic."""
+    n = 1
+    for r in ranges:
+        size = r.src[0] if r.op is Ops.RANGE else None
+        if size is None or size.op is not Ops.CONST:
+            return None
+        n *= size.arg
+    return n
+
+
+def sum_commutes_with_cast(c: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
+    """Whether summing CAST(x) over `ranges` equals CAST of the sum of x (both integer dtypes).
+
+    Integer sums wrap, so the two agree modulo 2**bits of the cast's dtype when it is no wider than
+    the source. A widening cast keeps values the narrower sum would wrap: it commutes only when that
+    sum cannot overflow (the source's bounds times the trip count fit the source dtype)."""
+    src, dst = c.src[0].dtype.scalar, c.dtype.scalar
+    if not (src.is_int and dst.is_int):
+        return False
+    if dst.itemsize <= src.itemsize:
+        return True
+    n = _trip_count(_as_tuple(ranges))
+    from .helpers import fits_dtype  # helpers.py imports this module
+
+    return n is not None and fits_dtype(src, c.src[0].vmin * n, c.src[0].vmax * n)
+
+
+_AFFINE_OPS = (Ops.ADD, Ops.SUB, Ops.NEG, Ops.MUL)
 
 
 def affine_in(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
     """True when the integer expression `x` is a sum of terms, each free of `ranges` or one of them times
-    a factor free of them: a sum of it over the ranges has a closed form. Casts between integer dtypes
-    are allowed (sums commute with the wrap-around of a narrowing cast)."""
+    a factor free of them: a sum of it over the ranges has a closed form. Integer casts are allowed
+    where the sum commutes with them (`sum_commutes_with_cast`)."""
     ranges = _as_tuple(ranges)
     memo: dict[UOp, bool] = {}
 
@@ -113,6 +141,8 @@ def affine_in(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
         elif u.op is Ops.MUL:
             a, b = u.src
             ok = (independent_of(a, ranges) and walk(b)) or (independent_of(b, ranges) and walk(a))
+        elif u.op is Ops.CAST:
+            ok = sum_commutes_with_cast(u, ranges) and walk(u.src[0])
         elif u.op in _AFFINE_OPS:
             ok = all(walk(s) for s in u.src)
         else:
@@ -121,6 +151,30 @@ def affine_in(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
         return ok
 
     return walk(x)
+
+
+def _is_gate(u: UOp) -> bool:
+    return u.op is Ops.WHERE and u.src[2].op is Ops.INVALID
+
+
+def index_gate(idx: UOp) -> UOp:
+    """The validity of an index: the AND of the conditions of its gates (True when it has none)."""
+    valid = UOp.const(dtypes.bool, True)
+    for cond in dict.fromkeys(u.src[0] for u in idx.toposort() if _is_gate(u)):
+        valid = valid & cond
+    return valid
+
+
+def drop_gates(idx: UOp) -> UOp:
+    """The index with every gate WHERE(valid, i, INVALID) replaced by i (use with `index_gate`)."""
+    memo: dict[UOp, UOp] = {}
+
+    def go(u: UOp) -> UOp:
+        if u not in memo:
+            memo[u] = go(u.src[1]) if _is_gate(u) else u.replace(src=tuple(go(s) for s in u.src)) if u.src else u
+        return memo[u]
+
+    return go(idx)
 
 
 def is_pointer(dt: DType) -> bool:
@@ -132,5 +186,5 @@ SCHEDULE_HELPERS = {
     "index_each": index_each, "const_shaped": const_shaped, "merge_tags": merge_tags,
     "cheap_to_recompute": cheap_to_recompute, "substitute_all": substitute_all, "is_pointer": is_pointer,
     "axes_to_end": axes_to_end, "independent_of": independent_of, "affine_in": affine_in,
+    "sum_commutes_with_cast": sum_commutes_with_cast, "index_gate": index_gate, "drop_gates": drop_gates,
 }
-del dtypes

@@ -91,6 +91,10 @@ def test_padded_arange_reads_zero_in_the_padding():
     np.testing.assert_array_equal(Tensor.arange(5).pad(((1, 2),)).numpy(), np.pad(np.arange(5), (1, 2)))
     np.testing.assert_array_equal(Tensor.arange(5).pad(((1, 1),), value=7).numpy(), np.pad(np.arange(5), 1, constant_values=7))
     np.testing.assert_array_equal(Tensor.stack(Tensor.arange(3), Tensor.arange(3) * 2).numpy(), [[0, 1, 2], [0, 2, 4]])
+    # a shrink or flip applied after the pad's gate: the gate is inside the index arithmetic
+    np.testing.assert_array_equal(Tensor.arange(4)[1:].pad(((1, 0),)).numpy(), [0, 1, 2, 3])
+    np.testing.assert_array_equal(Tensor.arange(4).flip(0).pad(((1, 0),)).numpy(), [0, 3, 2, 1, 0])
+    assert (Tensor.arange(8)[2:].pad(((2, 0),)) * Tensor.ones(8)).sum().numpy() == 27
     x = Tensor.arange(6).reshape(2, 3).pad(((1, 0), (0, 2))).reshape(15)[3:15].reshape(3, 4).sum(1)
     np.testing.assert_array_equal(x.numpy(), np.pad(np.arange(6).reshape(2, 3), ((1, 0), (0, 2))).reshape(15)[3:15].reshape(3, 4).sum(1))
 
@@ -120,6 +124,16 @@ FOLDS = [
      (np.arange(16).reshape(4, 4) * np.arange(4)).sum(0), False),
     ("times a loaded value", lambda: (realized(W).reshape(4, 1) * Tensor.arange(5).reshape(1, 5)).sum(1),
      (W.reshape(4, 1) * np.arange(5)).sum(1), False),
+    ("narrowing cast, sum in int8", lambda: Tensor.arange(200).cast(dtypes.int8).sum(dtype=dtypes.int8),
+     np.arange(200).astype(np.int8).sum(dtype=np.int8), False),
+    # int8 values summed in int32: an int8 sum would wrap where the int32 one does not
+    ("narrowed then widened", lambda: Tensor.arange(200).cast(dtypes.int8).sum(),
+     np.arange(200).astype(np.int8).astype(np.int32).sum(), True),
+    ("unsigned wrap, widened", lambda: (-Tensor.arange(10).reshape(5, 2)).cast(dtypes.uint8).sum(1),
+     (-np.arange(10).reshape(5, 2)).astype(np.uint8).astype(np.uint32).sum(1), True),
+    ("widening cast, small sum", lambda: Tensor.arange(1000).cast(dtypes.int64).sum(), np.arange(1000).sum(), False),
+    # the int32 sum would wrap where the int64 one does not: the cast must stay inside the loop
+    ("widening cast, big sum", lambda: Tensor.arange(100000).cast(dtypes.int64).sum(), np.arange(100000).sum(), True),
     ("square: not affine", lambda: (Tensor.arange(16) * Tensor.arange(16)).sum(), (np.arange(16) ** 2).sum(), True),
     ("a loaded value per step", lambda: (realized(W) + Tensor.arange(4)).sum(), (W + np.arange(4)).sum(), True),
     ("float: rounding would change", lambda: Tensor.arange(10, dtype=dtypes.float32).sum(),
@@ -142,4 +156,23 @@ def test_folded_sums_equal_numpy(start, step, rows, cols, scale, offset, axis):
     stop = start + step * rows * cols
     t = (Tensor.arange(start, stop, step).reshape(rows, cols) * scale + offset).sum(axis)
     want = (np.arange(start, stop, step).reshape(rows, cols) * scale + offset).sum(axis)
+    np.testing.assert_array_equal(t.numpy(), want)
+
+
+INT_DTYPES = {dtypes.int8: np.int8, dtypes.int16: np.int16, dtypes.int32: np.int32, dtypes.int64: np.int64,
+              dtypes.uint8: np.uint8, dtypes.uint32: np.uint32}
+SUM_DTYPES = {np.int8: np.int32, np.int16: np.int32, np.uint8: np.uint32}
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 3000), step=st.integers(-40, 40).filter(bool), scale=st.integers(-5, 5),
+       dtype=st.sampled_from(list(INT_DTYPES)), cols=st.sampled_from([1, 2, 3]))
+def test_sums_through_integer_casts_equal_numpy(n, step, scale, dtype, cols):
+    """Casts wrap and sums wrap: folded or not, the result is numpy's, wrap-around included."""
+    npdt = INT_DTYPES[dtype]
+    acc = SUM_DTYPES.get(npdt, npdt)
+    t = ((Tensor.arange(0, n * cols * step, step) * scale).cast(dtype).reshape(n, cols)).sum(0)
+    with np.errstate(over="ignore"):
+        want = (np.arange(0, n * cols * step, step, dtype=np.int64) * scale).astype(npdt).astype(acc)
+        want = want.reshape(n, cols).sum(0, dtype=acc)
     np.testing.assert_array_equal(t.numpy(), want)

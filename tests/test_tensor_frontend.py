@@ -753,11 +753,12 @@ def test_layernorm(axis):
           rtol=1e-4, atol=1e-5)
 
 
-def conv2d_ref(x, w, bias=None, stride=(1, 1), pads=((0, 0), (0, 0)), groups=1):
+def conv2d_ref(x, w, bias=None, stride=(1, 1), pads=((0, 0), (0, 0)), groups=1, dilation=(1, 1)):
     x = np.pad(x, ((0, 0), (0, 0)) + tuple(pads)).astype(np.float64)
     n, _, h, wd = x.shape
     cout, cin_g, kh, kw = w.shape
-    oh, ow = (h - kh) // stride[0] + 1, (wd - kw) // stride[1] + 1
+    dh, dw = dilation
+    oh, ow = (h - dh * (kh - 1) - 1) // stride[0] + 1, (wd - dw * (kw - 1) - 1) // stride[1] + 1
     out = np.zeros((n, cout, oh, ow))
     per_group = cout // groups
     for co in range(cout):
@@ -765,7 +766,7 @@ def conv2d_ref(x, w, bias=None, stride=(1, 1), pads=((0, 0), (0, 0)), groups=1):
         for i in range(oh):
             for j in range(ow):
                 r, c = i * stride[0], j * stride[1]
-                win = x[:, g * cin_g:(g + 1) * cin_g, r:r + kh, c:c + kw]
+                win = x[:, g * cin_g:(g + 1) * cin_g, r:r + dh * (kh - 1) + 1:dh, c:c + dw * (kw - 1) + 1:dw]
                 out[:, co, i, j] = (win * w[co]).sum(axis=(1, 2, 3))
     return out if bias is None else out + bias.reshape(1, -1, 1, 1)
 
@@ -779,6 +780,9 @@ def conv2d_ref(x, w, bias=None, stride=(1, 1), pads=((0, 0), (0, 0)), groups=1):
     ((1, 2, 5, 6), (2, 2, 3, 3), {"padding": (1, 2, 0, 1)}, {"pads": ((0, 1), (1, 2))}),
     ((2, 4, 5, 5), (6, 2, 3, 3), {"groups": 2}, {"groups": 2}),
     ((1, 1, 3, 3), (1, 1, 3, 3), {}, {}),
+    ((1, 2, 9, 8), (3, 2, 3, 2), {"dilation": 2}, {"dilation": (2, 2)}),
+    ((2, 4, 9, 10), (6, 2, 3, 2), {"groups": 2, "stride": (1, 2), "dilation": (2, 3), "padding": 1},
+     {"groups": 2, "stride": (1, 2), "dilation": (2, 3), "pads": ((1, 1), (1, 1))}),
 ])
 def test_conv2d(xs, ws, kw, ref_kw):
     x, w, b = data(*xs), data(*ws), data(ws[0])
@@ -1038,3 +1042,77 @@ def test_reduce_over_no_elements_is_its_identity():
     np.testing.assert_array_equal(a.sum(0, keepdim=True).numpy(), np.zeros((1, 3)))
     assert Tensor.schedule(a.sum(0)) == []  # a constant
     assert Tensor.arange(0).sum().device is None and Tensor.arange(0).sum().numpy() == 0
+
+
+# ------------------------------------------------------------------ tinygrad's signatures
+
+
+def test_conv2d_positional_arguments_in_tinygrad_order():
+    # tinygrad 0.14: conv2d(weight, bias, groups, stride, dilation, padding, dtype)
+    x, w = data(1, 4, 9, 10), data(6, 2, 3, 2)
+    t = Tensor(x).conv2d(Tensor(w), None, 2, 1, 2, 1)
+    check(t, conv2d_ref(x, w, groups=2, dilation=(2, 2), pads=((1, 1), (1, 1))), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode, np_mode", [("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")])
+def test_pad_modes(mode, np_mode):
+    x = data(3, 4)
+    pads = ((1, 2), (2, 0))
+    check(Tensor(x).pad(pads, mode), np.pad(x, pads, mode=np_mode))
+    check(Tensor(x).pad((0, 3, 2, 1), mode=mode), np.pad(x, ((2, 1), (0, 3)), mode=np_mode))
+    with pytest.raises(ValueError, match=mode):
+        Tensor(x).pad(((4, 0), (0, 0)) if mode != "replicate" else ((-1, 0), (0, 0)), mode)
+    with pytest.raises(ValueError, match="pad mode"):
+        Tensor(x).pad(pads, "mirror")
+
+
+def test_pad_value_promotes_like_an_operand():
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    t = Tensor(x).pad(((1, 0), (0, 1)), value=2.5)
+    assert t.dtype == dtypes.float32
+    check(t, np.pad(x.astype(np.float32), ((1, 0), (0, 1)), constant_values=2.5))
+    assert Tensor(x).pad(((1, 0), (0, 1))).dtype == dtypes.int32  # the default 0.0 keeps the dtype
+    assert Tensor(x).pad(((1, 0), (0, 1)), "constant", 7).dtype == dtypes.int32
+
+
+def test_dtype_names():
+    assert Tensor([1.5, 2.5]).cast("int32").dtype == dtypes.int32
+    assert Tensor.zeros(3, dtype="int8").dtype == dtypes.int8
+    assert Tensor([1, 2], dtype="float16").dtype == dtypes.float16
+    assert Tensor.arange(4, dtype="float").dtype == dtypes.float32
+    assert Tensor([1, 2]).sum(dtype="int64").dtype == dtypes.int64
+    with pytest.raises(ValueError, match="unknown dtype 'int33'"):
+        Tensor([1]).cast("int33")
+    with pytest.raises(TypeError, match="dtype"):
+        Tensor([1]).cast(3)
+
+
+def test_device_argument():
+    assert Tensor([1, 2], "CPU").device == "CPU"
+    assert Tensor.ones(2, device="cpu").device == "CPU"
+    with pytest.raises(ValueError, match="'CUDA' is not available"):
+        Tensor([1, 2], device="CUDA")
+
+
+def test_gelu_exact_and_erf():
+    x = np.linspace(-4, 4, 33).astype(np.float32)
+    erf = np.vectorize(math.erf)
+    check(Tensor(x).erf(), erf(x), atol=2e-7)
+    check(Tensor(x).gelu(approximate="none"), 0.5 * x * (1 + erf(x / math.sqrt(2))), atol=1e-6)
+    check(Tensor(x).gelu(), 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))), atol=1e-6)
+    with pytest.raises(ValueError, match="approximate"):
+        Tensor(x).gelu("fast")
+    check(Tensor(np.array([-2.0, 0.0, 3.0], np.float32)).sign(), [-1.0, 0.0, 1.0])
+
+
+def test_dtype_arguments_of_composites():
+    a = np.array([[100, 100], [50, -100]], np.int8)
+    b = np.array([[2, 1], [3, 1]], np.int8)
+    t = Tensor(a).matmul(Tensor(b), dtype=dtypes.int32)
+    assert t.dtype == dtypes.int32
+    check(t, a.astype(np.int32) @ b.astype(np.int32))
+    check(Tensor(b).matmul(Tensor(a), reverse=True, dtype="int32"), a.astype(np.int32) @ b.astype(np.int32))
+    check(Tensor(a).dot(Tensor(b), dtype="int32"), a.astype(np.int32) @ b.astype(np.int32))
+    s = Tensor(np.array([1.0, 2.0], np.float32)).softmax(dtype=dtypes.float16)
+    assert s.dtype == dtypes.float16
+    assert Tensor(np.array([1.0, 2.0], np.float32)).log_softmax(dtype="float16").dtype == dtypes.float16
