@@ -46,6 +46,8 @@ class _Rewriter:
         self.name = name or self.matcher.name
         self.replace: dict[UOp, UOp] = {}
         self.trace = active_trace()
+        if self.trace is not None:
+            self.trace.register(self.matcher.rules)
         self.steps = 0
         self.step_limit = 0
         # the last rule that rewrote each node, to explain cycles

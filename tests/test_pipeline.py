@@ -88,3 +88,30 @@ def test_rulec_trace_env_prints_rewrites():
                        env={**__import__("os").environ, "RULEC_TRACE": "1"})
     assert r.returncode == 0, r.stderr
     assert "[rangeify] realize-to-bufferize (" in r.stderr and "rangeify.yaml:" in r.stderr
+    assert "rulec: rule statistics (RULEC_TRACE=1)" in r.stderr  # the per-rule table, at exit
+
+
+def test_rulec_trace_stats_prints_the_table_only():
+    code = ("import numpy as np\nfrom rulec import Tensor\n"
+            "a = Tensor(np.ones((4, 4), np.float32)); a.realize()\n(a + 1).realize()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**__import__("os").environ, "RULEC_TRACE": "stats"})
+    assert r.returncode == 0, r.stderr
+    assert "[rangeify]" not in r.stderr
+    table = r.stderr.split("rulec: rule statistics (RULEC_TRACE=stats)\n", 1)[1].splitlines()
+    row = next(line for line in table if line.startswith("rangeify/realize-to-bufferize "))
+    assert row.split()[3] == "1"  # hits
+    assert any(line.endswith("dead") for line in table)
+
+
+def test_dead_rules_show():
+    """Every rule a traced stage could use is in the statistics; one that never fired is dead."""
+    a = Tensor(np.ones((4, 4), np.float32))
+    a.realize()
+    with tracing(keep_events=False) as t:
+        Tensor.schedule(a + 1)
+    dead = {(i.ruleset, i.name) for i in t.dead_rules()}
+    assert ("rangeify", "realize-to-bufferize") not in dead
+    assert ("earliest_rewrites", "copy-after-shrink") in dead  # no copy in this program
+    assert t.stats[next(i for i in t.stats if i.name == "copy-after-shrink")].hits == 0
+    assert "copy-after-shrink" in t.report() and t.report().splitlines()[-1].endswith("dead")
