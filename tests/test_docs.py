@@ -40,3 +40,16 @@ def test_doc_example(name, yaml_text, py_text, tmp_path, monkeypatch):
     env = {"rs": rs, "UOp": UOp, "Ops": Ops, "dtypes": dtypes,
            "x": UOp.variable("x", 0, 10), "y": UOp.variable("y", 0, 10)}
     exec(compile(py_text, f"docs/rules.md:{name}", "exec"), env)
+
+
+def test_helper_list_matches_the_registries():
+    """docs/rules.md names every helper a rule expression may call, and no other."""
+    from rulec.runtime.helpers import HELPERS
+    from rulec.runtime.schedule_helpers import SCHEDULE_HELPERS
+
+    text = (DOCS / "rules.md").read_text()
+    start = text.index("* calls of the registered helpers only")
+    listed = set()
+    for span in re.findall(r"`([^`]*)`", text[start:text.index("\n* ", start + 1)]):
+        listed |= set(span.split()) if " " in span else set()
+    assert listed == set(HELPERS) | set(SCHEDULE_HELPERS)
