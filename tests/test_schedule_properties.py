@@ -719,3 +719,10 @@ def test_regression_output_equal_to_part_of_a_buffer():
     assert Tensor.schedule(w.reshape(())) == []  # a view of the input
     check(w.reshape(()))
     check(F([[1.0, 2.0], [3.0, 4.0]]).shrink(((0, 1), (0, 1))) * 1)
+
+
+def test_regression_arange_in_a_buffer_inlined_under_a_pad():
+    """A cheap buffer holding an arange (an index used as a value) was inlined where a pad reads it with a gated
+    index: CAST(WHERE(valid, i, INVALID)) reached the kernel. An invalid lane now reads 0, as a load would."""
+    v = F([1.0, 2.0, 3.0, 4.0]) + Tensor.arange(4)
+    check(v, v.pad(((0, 1),), value=1))
