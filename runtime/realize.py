@@ -3,9 +3,10 @@
 The kernels run on the numpy reference interpreter (runtime/interpret.py); a
 backend can replace `run_item`. Copies and views are not kernels.
 
-A tensor of no elements is never scheduled either. A tensor with no device (runtime/tensor.py: an `arange` and what is computed from it) is never
-scheduled: it stays a function of its indices. `to_numpy` computes it with one kernel of its own and
-leaves the tensor as it was.
+Two kinds of tensors are never scheduled. One of no elements has nothing to compute (`to_numpy` gives
+an empty array). One with no device (runtime/tensor.py: an `arange` and what is computed from it) stays
+a function of its indices; `to_numpy` computes it with one kernel of its own and leaves the tensor as
+it was.
 """
 from __future__ import annotations
 
