@@ -4,9 +4,11 @@
     python bench/schedule.py [--repeat 15]
 
 The same program text runs on both frontends. Inputs are realized first, so they
-cost no kernel; only scheduling is timed (`Tensor.schedule(...)`; tinygrad 0.14: `schedule_linear`) (no compile, no run), on a
-warm process, with tinygrad's schedule cache off (SCACHE=0). Ratios are
-tinygrad time / rulec time (above 1: rulec is faster).
+cost no kernel; only scheduling is timed (`Tensor.schedule(...)`; tinygrad 0.14:
+`schedule_linear`; no compile, no run), on a warm process, with tinygrad's
+schedule cache off (SCACHE=0). The two schedulers alternate run by run, so load on
+a shared machine hits both alike; the ratio is the median over runs of tinygrad
+time / rulec time (above 1: rulec is faster), with its spread (min-max).
 """
 from __future__ import annotations
 
@@ -55,17 +57,24 @@ PROGRAMS = {"mlp": ("MLP 784-512-10, batch 64, forward", mlp),
             "transformer": ("transformer block d=256 h=8 T=128 B=4, forward", transformer_block)}
 
 
-def measure(Tensor, prog, arrays, repeat: int) -> tuple[float, int, int]:
-    ts = [Tensor(a) for a in arrays]
-    Tensor.realize(*ts)
-    times, n_kernels, n_uops = [], 0, 0
-    for _ in range(repeat + 1):
-        outs = prog(Tensor, *ts)
-        n_uops = len(outs[0].uop.toposort())
+class Runner:
+    """One frontend's program on realized inputs; `once()` schedules a fresh build of it."""
+
+    def __init__(self, Tensor, prog, arrays):
+        self.Tensor, self.prog = Tensor, prog
+        self.inputs = [Tensor(a) for a in arrays]
+        Tensor.realize(*self.inputs)
+        self.times: list[float] = []
+        self.kernels = self.uops = 0
+
+    def once(self) -> float:
+        outs = self.prog(self.Tensor, *self.inputs)
+        self.uops = len(outs[0].uop.toposort())
         t0 = time.perf_counter()
-        n_kernels = count_kernels(Tensor, outs)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times[1:]), n_kernels, n_uops
+        self.kernels = count_kernels(self.Tensor, outs)
+        dt = time.perf_counter() - t0
+        self.times.append(dt)
+        return dt
 
 
 def count_kernels(Tensor, outs) -> int:
@@ -89,19 +98,29 @@ def main() -> None:
     except ImportError:
         TTensor, tg_version = None, "not installed (pip install -e '.[bench]')"
 
-    print(f"tinygrad: {tg_version}; median of {args.repeat} warm runs\n")
-    header = f"{'program':50} {'uops':>5} {'kernels rulec/tinygrad':>23} {'rulec ms':>9} {'tinygrad ms':>12} {'tinygrad/rulec':>15}"
+    print(f"tinygrad: {tg_version}; median of {args.repeat} warm runs, the two schedulers alternating\n")
+    header = (f"{'program':50} {'uops':>5} {'kernels rulec/tinygrad':>23} {'rulec ms':>9} {'tinygrad ms':>12} "
+              f"{'tinygrad/rulec':>15} {'(min-max)':>13}")
     print(header)
     print("-" * len(header))
     for key, (label, prog) in PROGRAMS.items():
         arrays = inputs(key)
-        r_time, r_k, r_uops = measure(RTensor, prog, arrays, args.repeat)
-        if TTensor is not None:
-            t_time, t_k, _ = measure(TTensor, prog, arrays, args.repeat)
-            print(f"{label:50} {r_uops:5d} {f'{r_k} / {t_k}':>23} {r_time * 1e3:9.1f} {t_time * 1e3:12.1f} "
-                  f"{t_time / r_time:14.2f}x")
+        rulec = Runner(RTensor, prog, arrays)
+        tiny = Runner(TTensor, prog, arrays) if TTensor is not None else None
+        ratios = []
+        for i in range(args.repeat + 1):  # the first round warms both up and is not counted
+            r = rulec.once()
+            if tiny is not None:
+                t = tiny.once()
+                if i:
+                    ratios.append(t / r)
+        r_ms = statistics.median(rulec.times[1:]) * 1e3
+        if tiny is not None:
+            t_ms = statistics.median(tiny.times[1:]) * 1e3
+            print(f"{label:50} {rulec.uops:5d} {f'{rulec.kernels} / {tiny.kernels}':>23} {r_ms:9.1f} {t_ms:12.1f} "
+                  f"{statistics.median(ratios):14.2f}x {f'{min(ratios):.2f}-{max(ratios):.2f}':>13}")
         else:
-            print(f"{label:50} {r_uops:5d} {f'{r_k} / -':>23} {r_time * 1e3:9.1f} {'-':>12} {'-':>15}")
+            print(f"{label:50} {rulec.uops:5d} {f'{rulec.kernels} / -':>23} {r_ms:9.1f} {'-':>12} {'-':>15}")
 
 
 if __name__ == "__main__":
