@@ -474,6 +474,27 @@ def test_promotion_between_tensors(da, db, out):
     assert (a + b).dtype == out and (b * a).dtype == out
 
 
+NUMPY_NAMED = [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
+               dtypes.int64, dtypes.float16, dtypes.float32, dtypes.float64]
+
+
+def test_promotion_is_numpys_except_wide_int_with_float():
+    """Every pair numpy has: numpy's result, except where numpy widens a float to hold an int of 16 bits or more
+    (int32 + float32 -> float64). There the float's dtype wins, as in tinygrad, so the same program text gives
+    the same dtypes on both."""
+    for da in NUMPY_NAMED:
+        for db in NUMPY_NAMED:
+            ours = least_upper_dtype(da, db)
+            theirs = np.result_type(buffers.numpy_dtype(da), buffers.numpy_dtype(db))
+            floats = [d for d in (da, db) if d.is_float]
+            if len(floats) == 1 and not (da.is_float and db.is_float) and (da.kind != "bool" and db.kind != "bool"):
+                other = db if da.is_float else da
+                if other.itemsize * 2 > floats[0].itemsize:  # numpy would need a wider float
+                    assert ours == floats[0], (da, db, ours)
+                    continue
+            assert buffers.numpy_dtype(ours) == theirs, (da, db, ours, theirs)
+
+
 @pytest.mark.parametrize("dt, scalar, out", [
     (dtypes.int8, 1, dtypes.int8), (dtypes.int32, 1.5, dtypes.float32), (dtypes.uint8, 2.0, dtypes.float32),
     (dtypes.float16, 1.0, dtypes.float16), (dtypes.float16, 1, dtypes.float16), (dtypes.bool, True, dtypes.bool),
