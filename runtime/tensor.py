@@ -714,17 +714,14 @@ class Tensor:
             limit = n - 1 if mode == "reflect" else n if mode == "circular" else None
             if min(b, a) < 0 or (limit is not None and max(b, a) > limit):
                 raise ValueError(f"{mode} padding {pads[ax]} does not fit axis {ax} of shape {self.shape}")
-
-            def part(lo: int, hi: int, ax: int = ax, x: Tensor = x) -> Tensor:
-                return x.shrink(tuple((lo, hi) if i == ax else None for i in range(x.ndim)))
-
+            if not (b or a):
+                continue
             if mode == "reflect":
-                left, right = part(1, b + 1).flip(ax), part(n - 1 - a, n - 1).flip(ax)
+                left, right = _along(x, ax, 1, b + 1).flip(ax), _along(x, ax, n - 1 - a, n - 1).flip(ax)
             elif mode == "circular":
-                left, right = part(n - b, n), part(0, a)
+                left, right = _along(x, ax, n - b, n), _along(x, ax, 0, a)
             else:
-                rep = lambda piece, k, ax=ax: piece.expand(tuple(k if i == ax else s for i, s in enumerate(piece.shape)))
-                left, right = rep(part(0, 1), b), rep(part(n - 1, n), a)
+                left, right = _along(x, ax, 0, 1, repeat=max(b, 1)), _along(x, ax, n - 1, n, repeat=max(a, 1))
             x = Tensor.cat(*[t for t, k in ((left, b), (x, n), (right, a)) if k], dim=ax)
         return x
 
@@ -1029,6 +1026,12 @@ def _check_device(device: str | None) -> None:
     # kernels run on the reference interpreter; other devices are a backend's business, not silently CPU
     if device is not None and device.upper() != "CPU":
         raise ValueError(f"device {device!r} is not available: rulec tensors live on 'CPU'")
+
+
+def _along(x: Tensor, axis: int, lo: int, hi: int, repeat: int = 1) -> Tensor:
+    """x[..., lo:hi, ...] on `axis`; a slice of length 1 can be repeated `repeat` times."""
+    part = x.shrink(tuple((lo, hi) if i == axis else None for i in range(x.ndim)))
+    return part if repeat == 1 else part.expand(tuple(repeat if i == axis else s for i, s in enumerate(part.shape)))
 
 
 def _weak(value: Scalar, dtype: DType) -> Tensor:
