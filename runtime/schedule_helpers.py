@@ -153,30 +153,6 @@ def affine_in(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
     return walk(x)
 
 
-def _is_gate(u: UOp) -> bool:
-    return u.op is Ops.WHERE and u.src[2].op is Ops.INVALID
-
-
-def index_gate(idx: UOp) -> UOp:
-    """The validity of an index: the AND of the conditions of its gates (True when it has none)."""
-    valid = UOp.const(dtypes.bool, True)
-    for cond in dict.fromkeys(u.src[0] for u in idx.toposort() if _is_gate(u)):
-        valid = valid & cond
-    return valid
-
-
-def drop_gates(idx: UOp) -> UOp:
-    """The index with every gate WHERE(valid, i, INVALID) replaced by i (use with `index_gate`)."""
-    memo: dict[UOp, UOp] = {}
-
-    def go(u: UOp) -> UOp:
-        if u not in memo:
-            memo[u] = go(u.src[1]) if _is_gate(u) else u.replace(src=tuple(go(s) for s in u.src)) if u.src else u
-        return memo[u]
-
-    return go(idx)
-
-
 def is_pointer(dt: DType) -> bool:
     return isinstance(dt, PtrDType)
 
@@ -186,5 +162,5 @@ SCHEDULE_HELPERS = {
     "index_each": index_each, "const_shaped": const_shaped, "merge_tags": merge_tags,
     "cheap_to_recompute": cheap_to_recompute, "substitute_all": substitute_all, "is_pointer": is_pointer,
     "axes_to_end": axes_to_end, "independent_of": independent_of, "affine_in": affine_in,
-    "sum_commutes_with_cast": sum_commutes_with_cast, "index_gate": index_gate, "drop_gates": drop_gates,
+    "sum_commutes_with_cast": sum_commutes_with_cast,
 }
