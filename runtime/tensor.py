@@ -698,7 +698,7 @@ class Tensor:
         if not any(b or a for b, a in grow):
             return x
         padded = x._mop(Ops.PAD, grow)
-        if type(value) in (int, float) and value == 0:  # PAD's own zeros (a bool False still selects)
+        if type(value) in (int, float) and value == 0:  # PAD fills zeros itself
             return padded
         # PAD fills zeros: select the fill value where a padded mask of True is False (promoting as `where`)
         inside = _weak(True, dtypes.bool)._broadcast_to(x.shape)._mop(Ops.PAD, grow)
