@@ -726,3 +726,11 @@ def test_regression_arange_in_a_buffer_inlined_under_a_pad():
     index: CAST(WHERE(valid, i, INVALID)) reached the kernel. An invalid lane now reads 0, as a load would."""
     v = F([1.0, 2.0, 3.0, 4.0]) + Tensor.arange(4)
     check(v, v.pad(((0, 1),), value=1))
+
+
+def test_regression_output_entirely_in_padding():
+    """A shrink that keeps only the padding of a stored tensor: inlining the cheap buffer put a range of size 1
+    into the pad's gates after the symbolic stage, so `0 < r0` stayed undecided while its gated load had
+    already folded to a bare INVALID. Symbolic now runs again after the cleanups."""
+    v = F([-1.0, 0.0]).flip(0).contiguous().pad(((1, 0),), value=1).shrink(((0, 1),))
+    check(v.contiguous().reshape(()).contiguous(), v)
