@@ -153,6 +153,13 @@ def affine_in(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
     return walk(x)
 
 
+def used_or_longer_ranges(store: UOp) -> tuple[UOp, ...]:
+    """The ranges a STORE closes, less those of one iteration that neither its target nor its value reads."""
+    reads = set(store.src[0].toposort()) | set(store.src[1].toposort())
+    return tuple(r for r in store.src[2:]
+                 if not (r.op is Ops.RANGE and r.src[0].op is Ops.CONST and r.src[0].arg == 1 and r not in reads))
+
+
 def is_pointer(dt: DType) -> bool:
     return isinstance(dt, PtrDType)
 
@@ -162,5 +169,5 @@ SCHEDULE_HELPERS = {
     "index_each": index_each, "const_shaped": const_shaped, "merge_tags": merge_tags,
     "cheap_to_recompute": cheap_to_recompute, "substitute_all": substitute_all, "is_pointer": is_pointer,
     "axes_to_end": axes_to_end, "independent_of": independent_of, "affine_in": affine_in,
-    "sum_commutes_with_cast": sum_commutes_with_cast,
+    "sum_commutes_with_cast": sum_commutes_with_cast, "used_or_longer_ranges": used_or_longer_ranges,
 }

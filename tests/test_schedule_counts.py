@@ -123,3 +123,16 @@ ARANGE_PROGRAMS = [
 @pytest.mark.parametrize("name,build,ref,inputs,count", ARANGE_PROGRAMS, ids=[p[0] for p in ARANGE_PROGRAMS])
 def test_arange_programs(name, build, ref, inputs, count):
     test_kernel_count_and_result(name, build, ref, inputs, count)
+
+
+def test_no_kernel_loops_once_over_nothing():
+    """A STORE closes no range of one iteration that neither its target nor its value reads (softmax's kept
+    axis used to leave `for (r = 0; r < 1; r++)` around its kernels)."""
+    from rulec.runtime.ops import Ops
+
+    for name, build, _, inputs, _ in PROGRAMS + ARANGE_PROGRAMS:
+        for item in Tensor.schedule(*build(*[T(a) for a in inputs])):
+            for st in (s for s in item.ast.toposort() if s.op is Ops.STORE):
+                reads = set(st.src[0].toposort()) | set(st.src[1].toposort())
+                unit = [r for r in st.src[2:] if r.op is Ops.RANGE and r.src[0].arg == 1 and r not in reads]
+                assert not unit, f"{name}: a kernel loops once over {unit}"
