@@ -393,23 +393,13 @@ class _Variant:
                 raise self.fail(n, "constant does not fit an i64")
             return V("int", str(v), static=v)
         x, y = a.expr, b.expr
-        if op is ast.Add:
-            return V("int", f"(+ {x} {y})")
-        if op is ast.Sub:
-            return V("int", f"(- {x} {y})")
-        if op is ast.Mult:
-            return V("int", f"(* {x} {y})")
+        if op in _EGGLOG_INT_OPS:
+            return V("int", f"({_EGGLOG_INT_OPS[op]} {x} {y})")
         if op is ast.FloorDiv:
             # Python floors; egglog's `/` truncates. a // b == (a - a mod b) / b, exactly.
             return V("int", f"(/ (- {x} {self.floor_mod(x, y)}) {y})")
         if op is ast.Mod:
             return V("int", self.floor_mod(x, y))
-        if op is ast.BitAnd:
-            return V("int", f"(& {x} {y})")
-        if op is ast.BitOr:
-            return V("int", f"(| {x} {y})")
-        if op is ast.BitXor:
-            return V("int", f"(^ {x} {y})")
         if op is ast.RShift:
             # egglog's >> fails for shifts outside 0..63; Python's saturate: keep to 0..63
             self.atoms += [f"(<= 0 {y})", f"(< {y} 64)"]
@@ -858,6 +848,8 @@ _PYOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: la
           ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.BitAnd: lambda a, b: a & b,
           ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b, ast.RShift: lambda a, b: a >> b,
           ast.LShift: lambda a, b: a << b}
+# Python operators whose egglog i64 primitive means the same thing (// and % floor in Python only)
+_EGGLOG_INT_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
 _PYCMP = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
           ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
           ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b}

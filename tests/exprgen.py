@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from hypothesis import assume
 from hypothesis import strategies as st
 
 from rulec.runtime.bounds import c_div, c_mod
@@ -238,3 +239,20 @@ def shared_nodes(uop: UOp) -> tuple[UOp, ...]:
         for s in u.src:
             uses[s] = uses.get(s, 0) + 1
     return tuple(u for u, n in uses.items() if n > 1 and u.op in GroupOp.ALU)
+
+
+def check_same_value(before: UOp, after: UOp, data) -> None:
+    """`after` has `before`'s dtype and value at up to 4 drawn environments (at least one where `before` is
+    defined): rules never change a value nor introduce undefined behaviour."""
+    assert after.dtype == before.dtype
+    checked = 0
+    for _ in range(4):
+        env = data.draw(envs(before), label="env")
+        try:
+            want = evaluate(before, env)
+        except Undefined:
+            continue
+        got = evaluate(after, env)  # must not raise: rules never introduce undefined behaviour
+        assert got == want and type(got) is type(want), f"{before}\n  -> {after}\n  at {env}: {want} != {got}"
+        checked += 1
+    assume(checked > 0)

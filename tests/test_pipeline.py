@@ -81,24 +81,26 @@ def test_tracing_records_every_stage_with_rule_locations():
     assert "realize-to-bufferize" in t.report()
 
 
-def test_rulec_trace_env_prints_rewrites():
+def _realize_with_trace(value: str) -> str:
+    """stderr of a small program realized in a fresh process with RULEC_TRACE=value."""
     code = ("import numpy as np\nfrom rulec import Tensor\n"
             "a = Tensor(np.ones((4, 4), np.float32)); a.realize()\n(a + 1).realize()\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env={**__import__("os").environ, "RULEC_TRACE": "1"})
+                       env={**__import__("os").environ, "RULEC_TRACE": value})
     assert r.returncode == 0, r.stderr
-    assert "[rangeify] realize-to-bufferize (" in r.stderr and "rangeify.yaml:" in r.stderr
-    assert "rulec: rule statistics (RULEC_TRACE=1)" in r.stderr  # the per-rule table, at exit
+    return r.stderr
+
+
+def test_rulec_trace_env_prints_rewrites():
+    stderr = _realize_with_trace("1")
+    assert "[rangeify] realize-to-bufferize (" in stderr and "rangeify.yaml:" in stderr
+    assert "rulec: rule statistics (RULEC_TRACE=1)" in stderr  # the per-rule table, at exit
 
 
 def test_rulec_trace_stats_prints_the_table_only():
-    code = ("import numpy as np\nfrom rulec import Tensor\n"
-            "a = Tensor(np.ones((4, 4), np.float32)); a.realize()\n(a + 1).realize()\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env={**__import__("os").environ, "RULEC_TRACE": "stats"})
-    assert r.returncode == 0, r.stderr
-    assert "[rangeify]" not in r.stderr
-    table = r.stderr.split("rulec: rule statistics (RULEC_TRACE=stats)\n", 1)[1].splitlines()
+    stderr = _realize_with_trace("stats")
+    assert "[rangeify]" not in stderr
+    table = stderr.split("rulec: rule statistics (RULEC_TRACE=stats)\n", 1)[1].splitlines()
     row = next(line for line in table if line.startswith("rangeify/realize-to-bufferize "))
     assert row.split()[3] == "1"  # hits
     assert any(line.endswith("dead") for line in table)
