@@ -73,11 +73,13 @@ def _skip_ws(text: str, pos: int) -> int:
     return pos
 
 
-def _read_one(text: str, pos: int) -> tuple[SList | SBraced, int]:
-    """Read the list or braced item starting exactly at `pos`."""
-    if text[pos] == "(":
-        inner, end = _read_seq(text, pos + 1, pos)
-        return SList(tuple(inner), pos), end
+# Lists may nest this deep: far beyond any real pattern, and shallow enough that the compiler's
+# recursive passes over patterns (checks, variants, code generation) stay within Python's stack.
+MAX_NESTING = 100
+
+
+def _read_braced(text: str, pos: int) -> tuple[SBraced, int]:
+    """The `{...}` item whose `{` is at `pos`, and the position after its `}`."""
     depth, j = 1, pos + 1
     while j < len(text) and depth:
         depth += {"{": 1, "}": -1}.get(text[j], 0)
@@ -88,31 +90,36 @@ def _read_one(text: str, pos: int) -> tuple[SList | SBraced, int]:
 
 
 def _read_seq(text: str, pos: int, closer: int | None) -> tuple[list[SItem], int]:
-    items: list[SItem] = []
+    """Items up to the `)` that closes the list opened at `closer` (None: up to the end of the text).
+
+    Nested lists are read with an explicit stack of open lists, not by recursion.
+    """
+    # each open list: the offset of its '(', the name of a `name@(` in front of it (or None), its items
+    open_lists: list[tuple[int | None, SAtom | None, list[SItem]]] = [(closer, None, [])]
     while True:
         pos = _skip_ws(text, pos)
+        opened_at, bound, items = open_lists[-1]
         if pos >= len(text):
-            if closer is not None:
-                raise SexprError("unclosed '('", closer)
+            if opened_at is not None:
+                raise SexprError("unclosed '('", opened_at)
             return items, pos
         c = text[pos]
         if c == ")":
-            if closer is None:
+            if opened_at is None:
                 raise SexprError("unexpected ')'", pos)
-            return items, pos + 1
-        if c == "(":
-            inner, end = _read_seq(text, pos + 1, pos)
-            items.append(SList(tuple(inner), pos))
-            pos = end
+            pos += 1
+            if len(open_lists) == 1:
+                return items, pos
+            open_lists.pop()
+            done: SItem = SList(tuple(items), opened_at)
+            if bound is not None:
+                done = SBound(bound.text[:-1], done, bound.offset)
+            open_lists[-1][2].append(done)
+        elif c == "(":
+            pos = _open_list(open_lists, pos, None)
         elif c == "{":
-            depth, j = 1, pos + 1
-            while j < len(text) and depth:
-                depth += {"{": 1, "}": -1}.get(text[j], 0)
-                j += 1
-            if depth:
-                raise SexprError("unclosed '{'", pos)
-            items.append(SBraced(text[pos + 1:j - 1], pos + 1))
-            pos = j
+            item, pos = _read_braced(text, pos)
+            items.append(item)
         elif c == "}":
             raise SexprError("unexpected '}'", pos)
         elif c in "\"'":
@@ -128,10 +135,19 @@ def _read_seq(text: str, pos: int, closer: int | None) -> tuple[list[SItem], int
                 depth += {"[": 1, "]": -1}.get(text[j], 0)
                 j += 1
             atom = SAtom(text[pos:j], pos)
-            if atom.text.endswith("@") and j < len(text) and text[j] in "({":
-                sub_items, end = _read_one(text, j)
-                items.append(SBound(atom.text[:-1], sub_items, pos))
-                pos = end
-                continue
-            items.append(atom)
-            pos = j
+            if atom.text.endswith("@") and j < len(text) and text[j] == "(":
+                pos = _open_list(open_lists, j, atom)
+            elif atom.text.endswith("@") and j < len(text) and text[j] == "{":
+                item, pos = _read_braced(text, j)
+                items.append(SBound(atom.text[:-1], item, atom.offset))
+            else:
+                items.append(atom)
+                pos = j
+
+
+def _open_list(open_lists: list, pos: int, bound: SAtom | None) -> int:
+    """Start the list whose `(` is at `pos`; the position after the `(`."""
+    if len(open_lists) > MAX_NESTING:
+        raise SexprError(f"pattern nested too deep (limit {MAX_NESTING})", pos)
+    open_lists.append((pos, bound, []))
+    return pos + 1

@@ -38,6 +38,8 @@ def pattern_variants(p: Pat, can_refuse: bool = True, limit: int = MAX_VARIANTS)
     if p.src is None:
         return [p]
     child_variants = [pattern_variants(c, can_refuse, limit) for c in p.src]
+    if all(len(vs) == 1 for vs in child_variants) and not _swappable(p, can_refuse):
+        return [p]  # the common case: nothing to swap here or below
     out: list[Pat] = []
     seen: set = set()
     for combo in itertools.product(*child_variants):

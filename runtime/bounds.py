@@ -26,6 +26,18 @@ def _limits(u: UOp) -> tuple:
     return u.dtype.scalar.min, u.dtype.scalar.max
 
 
+def bounds_sources(u: UOp) -> tuple[UOp, ...]:
+    """The sources whose bounds `bounds(u)` reads (UOp.vmin fills them first, without recursion)."""
+    op = u.op
+    if u.dtype.scalar.kind == "float" or op is Ops.CONST or op is Ops.DEFINE_VAR:
+        return ()
+    if op in (Ops.BIND, Ops.RANGE, Ops.SPECIAL, Ops.NEG, Ops.CAST):
+        return u.src[:1]
+    if op is Ops.WHERE or len(u.src) == 2:
+        return u.src
+    return ()
+
+
 def bounds(u: UOp) -> tuple:
     """(vmin, vmax) of `u`, as tight as cheap reasoning allows; dtype limits otherwise."""
     op, dt = u.op, u.dtype.scalar

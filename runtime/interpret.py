@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Generator
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from .dtype import DType, PtrDType, dtypes
 from .ops import GroupOp, Ops
 from .shape import open_ranges, prod
 from .uop import UOp, pretty
+from .walk import run_recursive
 
 # Largest array (in elements) one node may materialize: 2**27 float32s are 512 MiB.
 MAX_ELEMENTS = 2**27
@@ -522,18 +523,32 @@ class _Text:
 
     def ref(self, index: UOp, depth: int) -> tuple[str | None, str]:
         """(mask or None, `bufN[idx]`) of an INDEX."""
+        steps = self._ref(index)
+        text = None
+        try:
+            while True:
+                text = self.expr(steps.send(text), depth)
+        except StopIteration as done:
+            return done.value
+
+    def _ref(self, index: UOp) -> Generator[UOp, str, tuple[str | None, str]]:
+        # `yield u` asks for the text of u (see expr)
         g, idx = index.src[0], index.src[-1]
         gate = None
         while idx.op is Ops.WHERE and idx.src[2].op is Ops.INVALID:
-            cond = _strip(self.expr(idx.src[0], depth))
+            cond = _strip((yield idx.src[0]))
             gate = cond if gate is None else f"({gate}) && ({cond})"
             idx = idx.src[1]
-        return gate, f"buf{g.arg}[{_strip(self.expr(idx, depth))}]"
+        return gate, f"buf{g.arg}[{_strip((yield idx))}]"
 
     def expr(self, u: UOp, depth: int) -> str:
+        # a node's text is final once made (temporaries are named on first use), so each is made once
+        return run_recursive(lambda n: self._expr(n, depth), u, memo=dict(self.names))
+
+    def _expr(self, u: UOp, depth: int) -> Generator[UOp, str, str]:
         if u in self.names:
             return self.names[u]
-        text = self.render(u, depth)
+        text = yield from self._render(u)
         if self.uses[u] > 1 and len(text) > 24 and u.op is not Ops.REDUCE:
             name = self.fresh("t")
             self.emit(depth, f"{u.dtype.scalar.name} {name} = {_strip(text)};")
@@ -541,14 +556,16 @@ class _Text:
             return name
         return text
 
-    def render(self, u: UOp, depth: int) -> str:
+    def _render(self, u: UOp) -> Generator[UOp, str, str]:
+        # `yield src` asks for the text of a source, in the order the text reads (temporaries come out in
+        # that order); a LOAD renders its INDEX itself
         op = u.op
 
-        def s(i: int) -> str:  # rendered lazily: a LOAD renders its INDEX itself
-            return self.expr(u.src[i], depth)
-
-        def args() -> str:
-            return ", ".join(_strip(s(i)) for i in range(len(u.src)))
+        def args() -> Generator[UOp, str, str]:
+            parts = []
+            for x in u.src:
+                parts.append(_strip((yield x)))
+            return ", ".join(parts)
 
         if op is Ops.CONST:
             return _const_text(u.arg)
@@ -557,23 +574,26 @@ class _Text:
         if op is Ops.RANGE:
             return _range_name(u)
         if op is Ops.LOAD and u.src and u.src[0].op is Ops.INDEX:
-            gate, text = self.ref(u.src[0], depth)
+            gate, text = yield from self._ref(u.src[0])
             return text if gate is None else f"({gate} ? {text} : 0)"
         if op in _INFIX and len(u.src) == 2:
-            return f"({s(0)} {_INFIX[op]} {s(1)})"
+            a = yield u.src[0]
+            return f"({a} {_INFIX[op]} {(yield u.src[1])})"
         if op in _CALL:
-            return f"{_CALL[op]}({args()})"
+            return f"{_CALL[op]}({(yield from args())})"
         if op is Ops.NEG:
-            return f"(-{s(0)})"
+            return f"(-{(yield u.src[0])})"
         if op is Ops.RECIP:
-            return f"(1 / {s(0)})"
+            return f"(1 / {(yield u.src[0])})"
         if op is Ops.CAST:
-            return f"(({u.dtype.scalar.name}){s(0)})"
+            return f"(({u.dtype.scalar.name}){(yield u.src[0])})"
         if op is Ops.BITCAST:
-            return f"bitcast<{u.dtype.scalar.name}>({_strip(s(0))})"
+            return f"bitcast<{u.dtype.scalar.name}>({_strip((yield u.src[0]))})"
         if op is Ops.WHERE and len(u.src) == 3:
-            return f"({s(0)} ? {s(1)} : {s(2)})"
-        return f"{op.name}({args()})"
+            a = yield u.src[0]
+            b = yield u.src[1]
+            return f"({a} ? {b} : {(yield u.src[2])})"
+        return f"{op.name}({(yield from args())})"
 
     def store(self, st: UOp, depth: int) -> None:
         self.prepare(st.src[:2], depth)

@@ -45,12 +45,18 @@ def evaluate_all(*uops: UOp, var_vals: dict[str, int] | None = None) -> list[np.
 def _bindings(uops: tuple[UOp, ...]) -> dict[str, int]:
     """The values BIND nodes give variables, in sources and in movement-op args (symbolic shapes)."""
     out: dict[str, int] = {}
-    for u in uops:
-        for n in u.toposort():
-            for b in [n] + [x for x in _arg_uops(n.arg)]:
-                for m in b.toposort():
-                    if m.op is Ops.BIND:
-                        out[m.src[0].arg[0]] = m.src[1].arg
+    # one walk over the sources and the UOps in args: a toposort per node would cost O(depth) each
+    seen: set[UOp] = set()
+    stack = list(uops)
+    while stack:
+        m = stack.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        if m.op is Ops.BIND:
+            out[m.src[0].arg[0]] = m.src[1].arg
+        stack.extend(m.src)
+        stack.extend(_arg_uops(m.arg))
     return out
 
 

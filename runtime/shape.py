@@ -32,6 +32,16 @@ def range_size(r: UOp) -> Any:
     return int(r.vmax) + 1
 
 
+def shape_sources(u: UOp) -> tuple[UOp, ...]:
+    """The sources whose shape `infer_shape(u)` reads (UOp.shape fills them first, without recursion)."""
+    op = u.op
+    if op in _PASSTHROUGH or op in (Ops.PERMUTE, Ops.PAD, Ops.FLIP, Ops.REDUCE_AXIS):
+        return u.src[:1]
+    if op in GroupOp.Elementwise or op is Ops.MSTACK:
+        return u.src
+    return ()
+
+
 def infer_shape(u: UOp) -> tuple | None:
     op = u.op
     if op in _SHAPELESS:

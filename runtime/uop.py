@@ -7,10 +7,11 @@ is structural equality and a node's hash is its identity. Derived facts
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator, Iterator
 
 from .dtype import DType, PtrDType, dtypes, python_value
 from .ops import GroupOp, Ops
+from .walk import run_recursive
 
 _UNSET: Any = object()
 
@@ -52,7 +53,10 @@ class UOp:
         raise AttributeError("UOp is immutable; use .replace()")
 
     def __reduce__(self):
-        return UOp, (self.op, self.dtype, self.src, self.arg, self.tag)
+        # the whole graph as one flat table, sources first: pickling node by node would recurse per level
+        order = list(self.toposort())
+        index = {u: i for i, u in enumerate(order)}
+        return _from_table, (tuple((u.op, u.dtype, tuple(index[s] for s in u.src), u.arg, u.tag) for u in order),)
 
     # ---------------------------------------------------------------- graph
 
@@ -135,9 +139,9 @@ class UOp:
     @property
     def shape(self) -> tuple | None:
         if self._shape is _UNSET:
-            from .shape import infer_shape
+            from .shape import infer_shape, shape_sources
 
-            object.__setattr__(self, "_shape", infer_shape(self))
+            _fill_cache(self, "_shape", _UNSET, shape_sources, infer_shape)
         return self._shape
 
     @property
@@ -163,9 +167,9 @@ class UOp:
 
     def _range_bounds(self) -> tuple:
         if self._bounds is None:
-            from .bounds import bounds
+            from .bounds import bounds, bounds_sources
 
-            object.__setattr__(self, "_bounds", bounds(self))
+            _fill_cache(self, "_bounds", None, bounds_sources, bounds)
         return self._bounds
 
     @property
@@ -287,6 +291,35 @@ class UOp:
         raise TypeError("UOp is not iterable; use .src")
 
 
+def _from_table(table: tuple) -> UOp:
+    """The last node of a table written by UOp.__reduce__ (each row's sources are earlier rows)."""
+    nodes: list[UOp] = []
+    for op, dtype, src, arg, tag in table:
+        nodes.append(UOp(op, dtype, tuple(nodes[i] for i in src), arg, tag))
+    return nodes[-1]
+
+
+def _fill_cache(root: UOp, slot: str, unset: Any, needs: Callable[[UOp], tuple[UOp, ...]],
+                compute: Callable[[UOp], Any]) -> None:
+    """Compute a cached per-node fact of `root` and of every node it needs that lacks it, sources first.
+
+    `needs(u)` names the sources whose fact `compute(u)` reads, so that `compute` only ever reads
+    cached values: an explicit stack instead of recursion, for graphs of any depth.
+    """
+    stack: list[tuple[UOp, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if getattr(node, slot) is not unset:
+            continue
+        if ready:
+            object.__setattr__(node, slot, compute(node))
+            continue
+        stack.append((node, True))
+        for s in needs(node):
+            if getattr(s, slot) is unset:
+                stack.append((s, False))
+
+
 def pretty(root: UOp, max_nodes: int = 200) -> str:
     """A compact, readable dump; nodes used more than once are named and shown once."""
     counts: dict[UOp, int] = {}
@@ -296,7 +329,7 @@ def pretty(root: UOp, max_nodes: int = 200) -> str:
     names: dict[UOp, str] = {}
     lines: list[str] = []
 
-    def fmt(u: UOp) -> str:
+    def fmt(u: UOp) -> Generator[UOp, str, str]:
         if u in names:
             return names[u]
         if u.op is Ops.CONST and not u.src:
@@ -305,7 +338,9 @@ def pretty(root: UOp, max_nodes: int = 200) -> str:
             return str(u.arg[0])
         if u.op is Ops.RANGE:
             return f"r{u.arg[0]}"
-        parts = [u.op.name] + [fmt(s) for s in u.src]
+        parts = [u.op.name]
+        for s in u.src:
+            parts.append((yield s))
         if u.arg is not None:
             parts.append(f":arg {u.arg!r}")
         if u.dtype not in (dtypes.index, dtypes.void):
@@ -319,5 +354,6 @@ def pretty(root: UOp, max_nodes: int = 200) -> str:
             return names[u]
         return text
 
-    body = fmt(root)
+    # a node's text never changes once made (a name is given on first use), so it is made once
+    body = run_recursive(fmt, root)
     return "\n".join(lines + [body]) if lines else body
