@@ -15,6 +15,9 @@ Graph conventions (the contract of docs/tensor-ir.md):
   `keepdim`; axes of size 1 are not reduced at all (they need no work);
 * transcendental functions are built from EXP2 / LOG2 / SIN / SQRT / RECIP.
 
+Arguments (shapes, axes, pads, shrinks, constants) are checked by runtime/tensor_args.py: numpy's rules,
+errors that name the argument, integer constants that wrap into their dtype (docs/tensor-ir.md).
+
 Dtype promotion: a binary op between tensors of different kinds (bool < int < float) takes the dtype
 of the higher kind (tinygrad's lattice: int32 + float32 -> float32, not numpy's float64); within a kind
 it follows numpy (int8 + uint8 -> int16, float16 + float32 -> float32; bfloat16, which numpy lacks,
@@ -37,7 +40,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from . import buffers
+from . import buffers, tensor_args
 from .dtype import DType, dtypes
 from .helpers import identity_element
 from .ops import Ops
@@ -110,7 +113,8 @@ def _numpy_to_dtype(arr: np.ndarray, from_python: bool) -> DType:
         return dtypes.bool
     if arr.dtype.kind in "iu":
         fits = arr.size == 0 or (arr.min() >= dtypes.int32.min and arr.max() <= dtypes.int32.max)
-        return DEFAULT_INT if fits else dtypes.int64
+        # numpy makes ints in [2**63, 2**64) uint64: int64 would turn them negative
+        return DEFAULT_INT if fits else dtypes.uint64 if arr.max() > dtypes.int64.max else dtypes.int64
     if arr.dtype.kind == "f":
         return DEFAULT_FLOAT
     raise TypeError(f"cannot make a Tensor from Python data of numpy dtype {arr.dtype}")
@@ -119,27 +123,15 @@ def _numpy_to_dtype(arr: np.ndarray, from_python: bool) -> DType:
 # ---------------------------------------------------------------------------------------- shapes
 
 
-def _shape_args(shape: Any, rest: tuple) -> tuple:
-    """`f((2, 3))` and `f(2, 3)` both mean the shape (2, 3), as in tinygrad."""
-    if shape is None or isinstance(shape, (int, np.integer)):
-        return tuple(_dim(s) if s is not None else None for s in (shape, *rest))
-    if rest:
-        raise TypeError(f"give a shape either as one tuple or as integers, not {(shape, *rest)}")
-    return tuple(_dim(s) if s is not None else None for s in shape)
-
-
-def _dim(d: Any) -> Any:
-    """A shape bound: an int, or a bound variable (BIND) for a symbolic size."""
-    if isinstance(d, UOp):
-        if d.op not in (Ops.BIND, Ops.DEFINE_VAR):
-            raise ValueError(f"a symbolic dimension must be a bound variable, not {d.op.name}")
-        return d
-    return int(d)
+def _shape_args(shape: Any, rest: tuple, what: str = "shape") -> tuple:
+    """`f((2, 3))` and `f(2, 3)` both mean (2, 3), as in tinygrad; entries are type-checked integers,
+    bound variables or None (reshape keeps that axis). Ranges are checked by the caller."""
+    return tensor_args.int_tuple(shape, rest, what, allow_none=True)
 
 
 def _varshape(shape: tuple) -> tuple:
-    """The shape of `f(*shape)` where f takes `f(2, 3)` or `f((2, 3))`."""
-    return _shape_args(shape[0] if len(shape) == 1 else shape, ())
+    """The shape of a new tensor `f(*shape)` where f takes `f(2, 3)` or `f((2, 3))`: sizes >= 0."""
+    return tensor_args.new_shape(shape)
 
 
 def _broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -156,9 +148,7 @@ def _broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _norm_axis(axis: int, ndim: int, shape: tuple) -> int:
-    if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of range for shape {shape}")
-    return int(axis) % ndim if ndim else 0
+    return tensor_args.axis(axis, ndim, shape)
 
 
 def _flat(pairs: Iterable[Iterable[int]]) -> tuple[int, ...]:
@@ -166,11 +156,7 @@ def _flat(pairs: Iterable[Iterable[int]]) -> tuple[int, ...]:
 
 
 def _pair(v: int | Sequence[int], name: str) -> tuple[int, int]:
-    if isinstance(v, int):
-        return (v, v)
-    if len(v) != 2:
-        raise ValueError(f"{name} must be an int or a pair, got {v}")
-    return (int(v[0]), int(v[1]))
+    return tensor_args.int_pair(v, name)
 
 
 # every live Tensor: realizing a graph must update each tensor that shares it
@@ -201,13 +187,13 @@ class Tensor:
         elif isinstance(data, UOp):
             uop = data
         elif isinstance(data, np.generic):  # before float: np.float64 subclasses float
-            uop = UOp.const(dtype or buffers.from_numpy_dtype(data.dtype), data.item(), _ON_DEVICE)
+            uop = _const(dtype or buffers.from_numpy_dtype(data.dtype), data.item(), _ON_DEVICE)
         elif isinstance(data, (bool, int, float)):
-            uop = UOp.const(dtype or _scalar_dtype(data), data, _ON_DEVICE)
+            uop = _const(dtype or _scalar_dtype(data), data, _ON_DEVICE)
         elif isinstance(data, np.ndarray):
             uop = _buffer_view(data, dtype or buffers.from_numpy_dtype(data.dtype))
         elif isinstance(data, (list, tuple)):
-            arr = np.array(data)
+            arr = tensor_args.python_data(np.array(data), dtype)
             uop = _buffer_view(arr, dtype or _numpy_to_dtype(arr, from_python=True))
         else:
             raise TypeError(f"cannot make a Tensor from {type(data).__name__}")
@@ -265,7 +251,7 @@ class Tensor:
     def full(shape: Any, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """A constant: `CONST.reshape((1,)*n).expand(shape)`; the dtype follows the value by default."""
         _check_device(device)
-        shape, dtype = _shape_args(shape, ()), to_dtype(dtype)
+        shape, dtype = _varshape((shape,)), to_dtype(dtype)
         return Tensor(fill_value, dtype=dtype or _scalar_dtype(fill_value))._broadcast_to(shape)
 
     @staticmethod
@@ -294,17 +280,17 @@ class Tensor:
         dtype = to_dtype(dtype)
         if stop is None:
             start, stop = 0, start
-        for v in (start, stop, step):
-            if not isinstance(v, (bool, int, float)):
-                raise TypeError(f"arange takes Python numbers, not {type(v).__name__}")
-        if step == 0:
-            raise ValueError("arange step must not be 0")
+        n = tensor_args.arange_length(start, stop, step)
         if dtype is None:
             dtype = DEFAULT_FLOAT if any(isinstance(v, float) for v in (start, stop, step)) else DEFAULT_INT
-        n = max(0, math.ceil((stop - start) / step))
-        x = Tensor(UOp(Ops.IOTA, dtype if dtype.kind in ('int', 'uint') else DEFAULT_INT, (), n)).cast(dtype)
-        x = x if step == 1 else x * _weak(step, dtype)
-        return x if start == 0 else x + _weak(start, dtype)
+        tensor_args.check_arange_fits(start, step, n, dtype)
+        index_dtype = tensor_args.arange_index_dtype(n, dtype)
+        # a narrow integer dtype too small for the indices computes in the index dtype, then casts
+        compute = index_dtype if dtype.kind in ("int", "uint") else dtype
+        x = Tensor(UOp(Ops.IOTA, index_dtype, (), n)).cast(compute)
+        x = x if step == 1 else x * _weak(step, compute)
+        x = x if start == 0 else x + _weak(start, compute)
+        return x.cast(dtype)
 
     @staticmethod
     def manual_seed(seed: int = 0) -> None:
@@ -537,6 +523,8 @@ class Tensor:
 
     def cast(self, dtype: DType | str) -> Tensor:
         dtype = to_dtype(dtype)
+        if dtype is None:
+            raise TypeError("cast needs a dtype, not None")
         return self if self.dtype == dtype else Tensor(UOp(Ops.CAST, dtype, (self.uop,)))
 
     def int(self) -> Tensor:
@@ -560,12 +548,7 @@ class Tensor:
     # ------------------------------------------------------------------ reductions
 
     def _axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
-        if axis is None:
-            return tuple(range(self.ndim))
-        axes = tuple(_norm_axis(a, self.ndim, self.shape) for a in ((axis,) if isinstance(axis, int) else axis))
-        if len(set(axes)) != len(axes):
-            raise ValueError(f"repeated axis in {axis} for shape {self.shape}")
-        return tuple(sorted(axes))
+        return tensor_args.axes(axis, self.ndim, self.shape, reduction=True)
 
     def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
         axes = self._axes(axis)
@@ -612,24 +595,46 @@ class Tensor:
         return self.var(axis, keepdim, correction).sqrt()
 
     def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        """The index of the first maximum along `axis` (of the flattened tensor if None), as int32."""
-        if axis is None:
-            return self.flatten().argmax(0)
-        ax = _norm_axis(axis, self.ndim, self.shape)
+        """The index of the first maximum along `axis` (of the flattened tensor if None), as int32. As
+        numpy: NaN is the maximum (the first NaN wins), and an empty axis is a ValueError."""
+        ax = self._arg_reduce_axis(axis, "argmax")
+        if ax is None:
+            out = self.flatten().argmax(0)
+            return out.reshape((1,) * self.ndim) if keepdim else out
         n = self.shape[ax]
         is_max = self == self.max(ax, keepdim=True)
+        if self.dtype.is_float:  # the max of an axis with a NaN is NaN, equal to nothing: pick the NaNs
+            is_max = is_max | (self != self)
         # counting down, the first maximum has the largest index from the end
         from_end = Tensor.arange(n - 1, -1, -1).reshape(tuple(n if i == ax else 1 for i in range(self.ndim)))
         return (n - 1) - is_max.where(from_end, 0).max(ax, keepdim)
 
     def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        return self._inverse().argmax(axis, keepdim)
+        self._arg_reduce_axis(axis, "argmin")
+        return self._inverse().argmax(axis, keepdim)  # -NaN is NaN: the first NaN wins here too
+
+    def _arg_reduce_axis(self, axis: Any, name: str) -> int | None:
+        """The one axis of argmax/argmin (None: the flattened tensor, also for axis 0 or -1 of a 0-d
+        tensor, as numpy); an empty one is numpy's ValueError."""
+        if axis is not None and self.ndim == 0:
+            tensor_args.axis(axis, 1, self.shape)
+            axis = None
+        if axis is None:
+            if self.numel() == 0:
+                raise ValueError(f"attempt to get {name} of an empty sequence: the shape is {self.shape}")
+            return None
+        ax = _norm_axis(axis, self.ndim, self.shape)
+        if self.shape[ax] == 0:
+            raise ValueError(f"attempt to get {name} of an empty sequence: axis {axis} of shape {self.shape}")
+        return ax
 
     # ------------------------------------------------------------------ movement
 
     def reshape(self, shape: Any, *args: int) -> Tensor:
         """New shape of the same size; one -1 is inferred, None keeps that axis."""
         new = _shape_args(shape, args)
+        if any(s is None for s in new[self.ndim:]):
+            raise ValueError(f"cannot reshape {self.shape} to {new}: None keeps an axis, and there is none there")
         new = tuple(self.shape[i] if s is None else s for i, s in enumerate(new))
         if new.count(-1) > 1 or any(isinstance(s, int) and s < -1 for s in new):
             raise ValueError(f"cannot reshape {self.shape} to {new}")
@@ -648,14 +653,14 @@ class Tensor:
         if len(new) < self.ndim:
             raise ValueError(f"cannot expand {self.shape} to {new}")
         old = (1,) * (len(new) - self.ndim) + self.shape
-        new = tuple(o if s == -1 else s for o, s in zip(old, new))
+        new = tuple(o if s is None or s == -1 else s for o, s in zip(old, new))
         if any(o is not s and o != s and o != 1 for o, s in zip(old, new)) or any(isinstance(s, int) and s < 0 for s in new):
             raise ValueError(f"cannot expand {self.shape} to {new}")
         x = self.reshape(old)
         return x if new == x.shape else x._mop(Ops.EXPAND, new)
 
     def permute(self, order: Any, *args: int) -> Tensor:
-        axes = _shape_args(order, args)
+        axes = tensor_args.int_tuple(order, args, "permutation")
         if len(axes) != self.ndim or any(not -self.ndim <= a < self.ndim for a in axes) \
                 or sorted(a % self.ndim for a in axes) != list(range(self.ndim)):
             raise ValueError(f"bad permutation {axes} for shape {self.shape}")
@@ -664,7 +669,7 @@ class Tensor:
 
     def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
         order = list(range(self.ndim))
-        a, b = _norm_axis(dim0, self.ndim, self.shape), _norm_axis(dim1, self.ndim, self.shape)
+        a, b = (_norm_axis(d, self.ndim, self.shape) for d in tensor_args.int_tuple((dim0, dim1), (), "axis"))
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
 
@@ -674,16 +679,7 @@ class Tensor:
         return self.transpose()
 
     def _norm_padding(self, padding: Any) -> tuple[tuple[int, int], ...]:
-        padding = tuple(padding)
-        if all(isinstance(p, (int, np.integer)) for p in padding) and padding:
-            # flat, torch style: (last_before, last_after, second_last_before, ...)
-            if len(padding) % 2 or len(padding) // 2 > self.ndim:
-                raise ValueError(f"bad padding {padding} for shape {self.shape}")
-            pairs = [(int(padding[i]), int(padding[i + 1])) for i in range(0, len(padding), 2)][::-1]
-            return ((0, 0),) * (self.ndim - len(pairs)) + tuple(pairs)
-        if len(padding) != self.ndim:
-            raise ValueError(f"bad padding {padding} for shape {self.shape}")
-        return tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
+        return tensor_args.pad_pairs(padding, self.ndim, self.shape)
 
     def pad(self, padding: Any, mode: str = "constant", value: Scalar = 0.0) -> Tensor:
         """Pad: ((before, after), ...) per axis (None: no padding), or torch-style flat ints. `mode` is
@@ -727,19 +723,12 @@ class Tensor:
 
     def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
         """Keep [start, end) of each axis (None: all of it)."""
-        if len(arg) != self.ndim:
-            raise ValueError(f"bad shrink {tuple(arg)} for shape {self.shape}")
-        bounds = tuple((0, s) if p is None else (_dim(p[0]), _dim(p[1])) for s, p in zip(self.shape, arg))
-        # a symbolic bound (a bound variable) is checked over its whole range of values
-        lo = lambda d: d.vmin if isinstance(d, UOp) else d  # noqa: E731
-        hi = lambda d: d.vmax if isinstance(d, UOp) else d  # noqa: E731
-        if any(not (0 <= lo(b) and hi(b) <= lo(e) and hi(e) <= hi(s)) for s, (b, e) in zip(self.shape, bounds)):
-            raise ValueError(f"bad shrink {tuple(arg)} for shape {self.shape}")
+        bounds = tensor_args.shrink_bounds(arg, self.shape)
         return self if all(b == 0 and e == s for s, (b, e) in zip(self.shape, bounds)) \
             else self._mop(Ops.SHRINK, bounds)
 
     def flip(self, axis: int | Sequence[int], *args: int) -> Tensor:
-        axes = self._axes((axis, *args) if isinstance(axis, int) else tuple(axis))
+        axes = tensor_args.axes((axis, *args) if args else axis, self.ndim, self.shape)
         return self._mop(Ops.FLIP, tuple(i in axes for i in range(self.ndim))) if axes else self
 
     def unsqueeze(self, dim: int) -> Tensor:
@@ -754,7 +743,8 @@ class Tensor:
         return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-        if self.ndim == 0:
+        if self.ndim == 0:  # its only axis is 0 (or -1), as tinygrad
+            tensor_args.axis(start_dim, 1, self.shape), tensor_args.axis(end_dim, 1, self.shape)
             return self.reshape(1)
         a, b = _norm_axis(start_dim, self.ndim, self.shape), _norm_axis(end_dim, self.ndim, self.shape)
         return self.reshape(self.shape[:a] + (int(prod(self.shape[a:b + 1])),) + self.shape[b + 1:])
@@ -803,6 +793,7 @@ class Tensor:
     def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
         """Concatenate along `dim`: each part padded to the full size, then added (one elementwise op)."""
         parts = (self, *args)
+        _check_tensors("cat", args)
         d = _norm_axis(dim, self.ndim, self.shape)
         for t in args:
             if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
@@ -817,6 +808,7 @@ class Tensor:
         return functools.reduce(Tensor.add, padded)
 
     def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+        _check_tensors("stack", args)
         d = _norm_axis(dim, self.ndim + 1, self.shape)
         for t in args:
             if t.shape != self.shape:
@@ -941,9 +933,10 @@ class Tensor:
             raise ValueError(f"conv2d needs a 4-d input and weight, got {self.shape} and {weight.shape}")
         n, cin, _, _ = self.shape
         cout, cin_g, kh, kw = weight.shape
-        if cin != cin_g * groups or cout % groups:
+        groups = tensor_args.as_int(groups, "conv2d groups")
+        if groups < 1 or cin != cin_g * groups or cout % groups:
             raise ValueError(f"conv2d: input {self.shape} does not match weight {weight.shape} with groups={groups}")
-        if isinstance(padding, int) or len(padding) == 2:
+        if not isinstance(padding, (tuple, list)) or len(padding) == 2:
             (ph, pw) = _pair(padding, "padding")
             pads = ((ph, ph), (pw, pw))
         elif len(padding) == 4:
@@ -994,7 +987,9 @@ class Tensor:
         return evaluate(self.uop)
 
     def contiguous(self) -> Tensor:
-        return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+        """A buffer of its own holding self. Its node carries a unique id: nodes are hash-consed, and two
+        `contiguous()` of one value are still two buffers (assigning to one never changes the other)."""
+        return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), buffers.unique_id()))
 
     def assign(self, x: Any) -> Tensor:
         """Make self's buffer take the value `x` when realized: self.uop becomes ASSIGN(self.uop, x)."""
@@ -1022,6 +1017,12 @@ def to_dtype(dtype: DType | str | None) -> DType | None:
     raise TypeError(f"expected a dtype or a dtype name, not {type(dtype).__name__}")
 
 
+def _check_tensors(name: str, args: tuple) -> None:
+    for i, t in enumerate(args):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} takes Tensors; argument {i + 1} is {type(t).__name__}")
+
+
 def _check_device(device: str | None) -> None:
     # kernels run on the reference interpreter; other devices are a backend's business, not silently CPU
     if device is not None and device.upper() != "CPU":
@@ -1036,7 +1037,13 @@ def _along(x: Tensor, axis: int, lo: int, hi: int, repeat: int = 1) -> Tensor:
 
 def _weak(value: Scalar, dtype: DType) -> Tensor:
     """A constant with no device: a Python scalar inside an op, which takes its partner's device."""
-    return Tensor(UOp.const(dtype, value))
+    return Tensor(_const(dtype, value))
+
+
+def _const(dtype: DType, value: Scalar, src: tuple[UOp, ...] = ()) -> UOp:
+    """A CONST whose value fits its dtype (an integer wraps: tensor_args.const_value), so that every
+    evaluator and every rule reading its bounds agrees on it."""
+    return UOp.const(dtype, tensor_args.const_value(value, dtype), src)
 
 
 def is_virtual(uop: UOp) -> bool:

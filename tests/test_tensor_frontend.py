@@ -579,9 +579,9 @@ def test_argmax_argmin(axis, keepdim):
     x = np.array([[1, 5, 5, 0], [7, 7, 2, 7], [0, 0, 0, 0]], np.float32)  # ties: the first index wins
     t = Tensor(x).argmax(axis=axis, keepdim=keepdim)
     assert t.dtype == dtypes.int32
-    exp = np.argmax(x, axis=axis, keepdims=keepdim) if axis is not None else np.argmax(x)
+    exp = np.argmax(x, axis=axis, keepdims=keepdim)  # axis=None, keepdim: shape (1, 1) as numpy
     check(t, exp)
-    exp_min = np.argmin(x, axis=axis, keepdims=keepdim) if axis is not None else np.argmin(x)
+    exp_min = np.argmin(x, axis=axis, keepdims=keepdim)
     check(Tensor(x).argmin(axis=axis, keepdim=keepdim), exp_min)
     check(Tensor(x.astype(np.int32)).argmin(axis=axis, keepdim=keepdim), exp_min)
 
