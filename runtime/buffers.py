@@ -56,11 +56,16 @@ def from_numpy_dtype(npdt: np.dtype | type) -> DType:
         raise ValueError(f"numpy dtype {np.dtype(npdt)} has no rulec dtype") from None
 
 
+def unique_id() -> int:
+    """A number no other buffer identity in this process has (BUFFER's UNIQUE, a user's CONTIGUOUS)."""
+    return next(_unique_ids)
+
+
 def new_buffer_uop(dtype: DType, size: int, device: str = "CPU") -> UOp:
     """A fresh BUFFER node of `size` elements, without contents."""
     if size < 0:
         raise ValueError(f"buffer size must be >= 0, got {size}")
-    unique = UOp(Ops.UNIQUE, arg=next(_unique_ids))
+    unique = UOp(Ops.UNIQUE, arg=unique_id())
     return UOp(Ops.BUFFER, dtype, (unique, UOp(Ops.DEVICE, arg=device)), size)
 
 

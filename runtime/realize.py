@@ -44,11 +44,38 @@ def run_item(item: ScheduleItem, var_vals: dict[str, int] | None = None) -> None
     run_kernel(item.ast, arrays, values)
 
 
+def _empty_as_const(u: UOp) -> UOp:
+    """`u` with every part of no elements replaced by a constant of its shape (with `u`'s device).
+
+    Such a part has no values, and a view of it (a pad) reads only padding: it needs no buffer, and
+    the tensor's own graph must not keep computing it (the scheduler's `empty-is-const` rule does
+    the same inside the schedule).
+    """
+    empty = [x for x in u.toposort() if x.op not in _LEAVES and x.shape and 0 in x.shape and x.base.op is not Ops.CONST]
+    if not empty:
+        return u
+    device = () if is_virtual(u) else (UOp(Ops.DEVICE, arg="CPU"),)
+
+    def const_view(x: UOp) -> UOp:
+        c = UOp.const(x.dtype, 0, device)
+        return UOp(Ops.EXPAND, x.dtype, (UOp(Ops.RESHAPE, x.dtype, (c,), (1,) * len(x.shape)),), tuple(x.shape))
+
+    return substitute(u, {x: const_view(x) for x in empty})
+
+
+_LEAVES = {Ops.BUFFER, Ops.UNIQUE, Ops.DEVICE, Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.SINK}
+
+
 def realize(*tensors: Tensor, pipeline: Pipeline | None = None) -> list[ScheduleItem]:
     """Schedule, run every kernel, and replace the realized graphs by their buffers."""
+    for t in tensors:
+        t.uop = _empty_as_const(t.uop)
     items, becomes = create_schedule(_sink(tensors), pipeline)
     for item in items:
         run_item(item)
+    # a view of existing buffers is its own value: rebinding it to a copy the schedule made (an assign's
+    # value is stored to a fresh buffer first) would detach its readers from a buffer later assigns write
+    becomes = {u: v for u, v in becomes.items() if not _is_view(u)}
     if becomes:
         done = {u: _after_run(v) for u, v in becomes.items()}
         from .tensor import all_tensors
@@ -60,6 +87,10 @@ def realize(*tensors: Tensor, pipeline: Pipeline | None = None) -> list[Schedule
             elif any(p in done for p in t.uop.toposort()):
                 t.uop = substitute(t.uop, done)
     return items
+
+
+def _is_view(u: UOp) -> bool:
+    return all(x.op in _VIEW_OPS for x in u.toposort())
 
 
 def _compute_virtual(u: UOp) -> UOp:

@@ -5,12 +5,13 @@ so the rule compiler accepts them by name.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generator
 
 from .dtype import DType, PtrDType, dtypes
-from .ops import Ops
+from .ops import GroupOp, Ops
 from .rewrite import substitute
 from .uop import UOp
+from .walk import run_recursive
 
 
 def shrink_indices(idxs: tuple[UOp, ...], arg: tuple) -> tuple[UOp, ...]:
@@ -129,28 +130,25 @@ def affine_in(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
     a factor free of them: a sum of it over the ranges has a closed form. Integer casts are allowed
     where the sum commutes with them (`sum_commutes_with_cast`)."""
     ranges = _as_tuple(ranges)
-    memo: dict[UOp, bool] = {}
 
-    def walk(u: UOp) -> bool:
-        if u in memo:
-            return memo[u]
+    def walk(u: UOp) -> Generator[UOp, bool, bool]:  # `yield s` is walk(s), see run_recursive
         if not u.dtype.scalar.is_int:
-            ok = False
-        elif u in ranges or independent_of(u, ranges):
-            ok = True
-        elif u.op is Ops.MUL:
+            return False
+        if u in ranges or independent_of(u, ranges):
+            return True
+        if u.op is Ops.MUL:
             a, b = u.src
-            ok = (independent_of(a, ranges) and walk(b)) or (independent_of(b, ranges) and walk(a))
-        elif u.op is Ops.CAST:
-            ok = sum_commutes_with_cast(u, ranges) and walk(u.src[0])
-        elif u.op in _AFFINE_OPS:
-            ok = all(walk(s) for s in u.src)
-        else:
-            ok = False
-        memo[u] = ok
-        return ok
+            return (independent_of(a, ranges) and (yield b)) or (independent_of(b, ranges) and (yield a))
+        if u.op is Ops.CAST:
+            return sum_commutes_with_cast(u, ranges) and (yield u.src[0])
+        if u.op in _AFFINE_OPS:
+            for s in u.src:
+                if not (yield s):
+                    return False
+            return True
+        return False
 
-    return walk(x)
+    return run_recursive(walk, x)
 
 
 def used_or_longer_ranges(store: UOp) -> tuple[UOp, ...]:
@@ -158,6 +156,45 @@ def used_or_longer_ranges(store: UOp) -> tuple[UOp, ...]:
     reads = set(store.src[0].toposort()) | set(store.src[1].toposort())
     return tuple(r for r in store.src[2:]
                  if not (r.op is Ops.RANGE and r.src[0].op is Ops.CONST and r.src[0].arg == 1 and r not in reads))
+
+
+def buffer_under(u: UOp) -> UOp | None:
+    """The BUFFER that a view of a buffer, or of an assign to one, reads; None for a computed value."""
+    while u.op in GroupOp.Movement or u.op is Ops.ASSIGN:
+        u = u.src[0]
+    return u if u.op is Ops.BUFFER else None
+
+
+# ops whose sources are read at the op's own index
+_SAME_INDEX = GroupOp.Elementwise | {Ops.NOOP}
+
+
+def reads_target_elsewhere(target: UOp, value: UOp) -> bool:
+    """Whether an assign's `value` reads the target's buffer at an index other than the one it stores to.
+
+    Elementwise ops read their sources at their own index, so the target reached through them alone is
+    read where it is written; a movement op, a reduce, another view of the buffer, or an assign to it
+    read it elsewhere. Realized nodes (contiguous, copies, other buffers) are other kernels: not looked into.
+    """
+    buf = buffer_under(target)
+    if buf is None:
+        return False
+    seen: set[tuple[UOp, bool]] = set()
+    stack = [(value, True)]  # (node, read at the store's own index)
+    while stack:
+        u, aligned = stack.pop()
+        if (u, aligned) in seen:
+            continue
+        seen.add((u, aligned))
+        if u is target:
+            if not aligned:
+                return True
+        elif buffer_under(u) is buf:
+            return True
+        elif u.op not in GroupOp.AlwaysContiguous:
+            keep = aligned and u.op in _SAME_INDEX
+            stack.extend((s, keep) for s in u.src)
+    return False
 
 
 def is_pointer(dt: DType) -> bool:
@@ -170,4 +207,5 @@ SCHEDULE_HELPERS = {
     "cheap_to_recompute": cheap_to_recompute, "substitute_all": substitute_all, "is_pointer": is_pointer,
     "axes_to_end": axes_to_end, "independent_of": independent_of, "affine_in": affine_in,
     "sum_commutes_with_cast": sum_commutes_with_cast, "used_or_longer_ranges": used_or_longer_ranges,
+    "reads_target_elsewhere": reads_target_elsewhere, "buffer_under": buffer_under,
 }

@@ -629,6 +629,49 @@ def test_fusion_one_kernel_per_output(prog):
     run(prog)
 
 
+# views of a square target that keep its shape: each reads the target at other indices
+SQUARE_VIEWS = {
+    "T": (lambda t: t.permute(1, 0), lambda a: a.T),
+    "flip0": (lambda t: t.flip(0), lambda a: a[::-1]),
+    "flip1": (lambda t: t.flip(1), lambda a: a[:, ::-1]),
+    "shift": (lambda t: t.shrink(((1, t.shape[0]), None)).pad(((0, 1), (0, 0))),
+              lambda a: np.pad(a[1:], ((0, 1), (0, 0)))),
+    "row0": (lambda t: t.shrink(((0, 1), None)).expand(t.shape), lambda a: np.broadcast_to(a[0:1], a.shape)),
+    "flat": (lambda t: t.reshape(-1).reshape(t.shape), lambda a: a),
+}
+COMBINE = {
+    "alone": (lambda t, v: v, lambda a, v: v),
+    "add": (lambda t, v: t + v, lambda a, v: a + v),
+    "max": (lambda t, v: t.maximum(v), lambda a, v: np.maximum(a, v)),
+    "minus row sums": (lambda t, v: v - t.sum(1, keepdim=True), lambda a, v: v - a.sum(1, keepdims=True)),
+}
+
+
+@settings(max_examples=examples(40), **SETTINGS)
+@given(st.integers(1, 5), st.lists(st.tuples(st.lists(st.sampled_from(sorted(SQUARE_VIEWS)), max_size=3),
+                                             st.sampled_from(sorted(COMBINE))), min_size=1, max_size=3))
+def test_assign_reading_its_target_through_views(n, assigns):
+    """4. `w.assign(f(w))` where f reads w through movement ops (or a reduce) and combines it with w at the
+    store's own index, a few times in a row: equal to numpy, at most a copy and the assign per realize
+    (the kernel-AST checker in create_schedule rejects a kernel that reads w where it does not store),
+    and a view of w taken before sees every new value."""
+    a = inp((n, n))
+    w = T(a)
+    flat = w.reshape(n * n)
+    for views, how in assigns:
+        note(f"w.assign({how}(w, {' . '.join(views) or 'w'}))")
+        v, nv = w, a
+        for name in views:
+            v, nv = SQUARE_VIEWS[name][0](v), SQUARE_VIEWS[name][1](nv)
+        w.assign(COMBINE[how][0](w, v))
+        a = np.asarray(COMBINE[how][1](a, nv), np.float32)
+        kernels = len(w.schedule())
+        assert kernels <= 2, f"{kernels} kernels; the value into a fresh buffer, then the assign, is 2"
+        w.realize()
+        np.testing.assert_array_equal(w.numpy(), a)
+        np.testing.assert_array_equal(flat.numpy(), a.reshape(-1))
+
+
 # ----------------------------------------------------------------------------- regressions
 # Minimized failures the properties found (all fixed in the scheduler since; each docstring says what was wrong).
 

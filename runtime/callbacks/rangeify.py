@@ -32,6 +32,9 @@ class RangeifyContext:
     seen_children: dict[UOp, dict[int, UOp]] = field(default_factory=dict)
     seen_child: dict[UOp, tuple] = field(default_factory=dict)
     range_idx: int = 0
+    # what each REALIZE and reduce INDEX became: the engine reruns a rewrite chain when two chains
+    # meet at one node (or a chain is retried after RewriteNotReady), and fresh ranges must not differ
+    made: dict[UOp, UOp] = field(default_factory=dict)
 
     def new_range(self, size: Any, kind: str = "loop") -> UOp:
         r = UOp.range(size, self.range_idx, kind)
@@ -122,20 +125,26 @@ def map_realize(ctx: RangeifyContext, x: UOp) -> UOp | None:
     """A REALIZE becomes a BUFFERIZE over fresh loop ranges."""
     if x.arg is not None:
         return None
+    if (done := ctx.made.get(x)) is not None:
+        return done
     ranges = [ctx.new_range(s) for s in x.shape]
     body = _index(x.src[0], ranges)
-    return UOp(Ops.BUFFERIZE, x.dtype, (body, *x.src[1:], *ranges), BufferizeOpts(), x.src[0].tag)
+    out = ctx.made[x] = UOp(Ops.BUFFERIZE, x.dtype, (body, *x.src[1:], *ranges), BufferizeOpts(), x.src[0].tag)
+    return out
 
 
 def map_reduce(ctx: RangeifyContext, idx: UOp, red: UOp) -> UOp:
     """Reduced axes get fresh reduce ranges; the others keep the consumer's indices."""
+    if (done := ctx.made.get(idx)) is not None:
+        return done
     idxs = list(idx.src[1:])
     new: list[UOp] = []
     for axis, size in enumerate(red.src[0].shape):
         if axis in red.arg[1]:
             idxs[axis] = ctx.new_range(size, "reduce")
             new.append(idxs[axis])
-    return UOp(Ops.REDUCE, red.dtype, (_index(red.src[0], idxs), *new), red.arg[0], red.tag)
+    out = ctx.made[idx] = UOp(Ops.REDUCE, red.dtype, (_index(red.src[0], idxs), *new), red.arg[0], red.tag)
+    return out
 
 
 def _split_valid(i: UOp) -> tuple[UOp, UOp]:
