@@ -41,6 +41,12 @@ def _usage_error(msg: str) -> int:
     return 2
 
 
+def _build_folder_error(e: Exception) -> int:
+    """A build folder that can't be written: one line, exit 1 (the rule files themselves were fine)."""
+    print(f"rulec: error: {e}", file=sys.stderr)
+    return 1
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from .compiler import compile_project
     from .build import default_sources
@@ -61,7 +67,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .build import build
+    from .build import BuildFolderError, build
 
     paths = _check_paths(args.paths) or None
     t0 = time.perf_counter()
@@ -71,6 +77,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         _print_diagnostics(e.diagnostics)
         print(_summary(e.diagnostics), file=sys.stderr)
         return 1
+    except BuildFolderError as e:
+        return _build_folder_error(e)
     _print_diagnostics(res.project.diagnostics)
     if not args.quiet:
         ms = (time.perf_counter() - t0) * 1e3
@@ -80,7 +88,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .build import build, default_build_dir
+    from .build import BuildFolderError, build, default_build_dir
     from .loader import RuleSetNotFound, load
 
     paths = _check_paths(args.paths) or None
@@ -89,6 +97,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     except CompileError as e:
         _print_diagnostics(e.diagnostics)
         return 1
+    except BuildFolderError as e:
+        return _build_folder_error(e)
     if args.name not in res.project.rulesets:
         import difflib
 

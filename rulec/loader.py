@@ -1,17 +1,20 @@
 """rulec.load(): find a compiled rule set, rebuilding it first if its sources changed.
 
-Policy: loading never uses a stale artifact. If a rule file changed since the
-build, `load` rebuilds (incrementally; only the affected rule sets are
-regenerated). Pass `rebuild=False` to get a StaleBuildError instead.
+Policy: loading never uses a stale or damaged artifact. If a rule file changed
+since the build, or the manifest is missing or malformed, or an artifact does not
+hash to what the manifest recorded (a killed build, a truncated or edited file),
+`load` rebuilds (incrementally; only the affected rule sets are regenerated).
+Pass `rebuild=False` to get a StaleBuildError instead. A generated module is
+compiled from the very bytes whose hash was checked, never re-read from disk.
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
 
-from .build import build, default_build_dir, default_sources, read_manifest, source_hashes
+from .build import (build, default_build_dir, default_sources, file_sha256, read_manifest,
+                    sha256, source_hashes)
 from .ruleset import RuleSet
 
 
@@ -26,25 +29,79 @@ class RuleSetNotFound(LookupError):
 _modules: dict[tuple[str, str], ModuleType] = {}
 
 
-def _import_artifact(path: Path, key: str, source_dirs: list[str]) -> ModuleType:
-    cache_key = (str(path), key)
+def _read_verified(path: Path, expected: str) -> bytes | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data if sha256(data) == expected else None
+
+
+def _import_artifact(path: Path, code: bytes, digest: str, source_dirs: list[str]) -> ModuleType:
+    """Run a generated matcher module from `code`, bytes already checked against the manifest."""
+    cache_key = (str(path), digest)
     mod = _modules.get(cache_key)
     if mod is None:
-        modname = f"rulec_generated.{path.stem}_{key[:12]}"
-        spec = importlib.util.spec_from_file_location(modname, path)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
+        modname = f"rulec_generated.{path.stem}_{digest[:12]}"
+        compiled = compile(code, str(path), "exec", dont_inherit=True)
+        mod = ModuleType(modname)
+        mod.__file__ = str(path)
         sys.modules[modname] = mod
         # callbacks may live beside their rule files, as the compiler allowed when it checked them
         added = [d for d in source_dirs if d not in sys.path]
         sys.path[:0] = added
         try:
-            spec.loader.exec_module(mod)
+            exec(compiled, mod.__dict__)
+        except BaseException:
+            del sys.modules[modname]
+            raise
         finally:
             for d in added:
                 sys.path.remove(d)
         _modules[cache_key] = mod
     return mod
+
+
+def _resolve_sources(name_or_path: str | Path, name: str | None) -> tuple[list[Path], str | None]:
+    text = str(name_or_path)
+    path_part, _, suffix = text.rpartition(":") if ":" in text and not Path(text).exists() else (text, "", "")
+    if Path(path_part).exists() and (Path(path_part).is_dir() or path_part.endswith((".yaml", ".yml"))):
+        return [Path(path_part)], name or (suffix or None)
+    return default_sources(), name or text
+
+
+def _pick_name(sets: dict, source: Path, name: str | None) -> str:
+    if name is None:
+        own = [n for n, e in sets.items() if Path(e["file"]).resolve() == source.resolve()]
+        if len(own) != 1:
+            raise RuleSetNotFound(f"{source} defines {len(own)} rule sets ({', '.join(own)}); "
+                                  f"pick one with '{source}:NAME'")
+        return own[0]
+    if name not in sets:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(sets), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(sets))}"
+        raise RuleSetNotFound(f"no rule set named '{name}'{hint}")
+    return name
+
+
+def _try_load(out: Path, sources: list[Path], name: str | None) -> tuple[RuleSet | None, str]:
+    """The rule set from the build in `out` if that build is current and intact, else (None, why not)."""
+    manifest = read_manifest(out)
+    if manifest is None:
+        return None, f"the build in {out} has no valid manifest"
+    if manifest["sources"] != source_hashes(sources):
+        return None, f"the build in {out} is out of date with its rule files"
+    picked = _pick_name(manifest["rulesets"], sources[0], name)
+    entry = manifest["rulesets"][picked]
+    code = _read_verified(out / entry["python"], entry["python_sha256"])
+    if code is None or file_sha256(out / entry["egglog"]) != entry["egglog_sha256"]:
+        return None, f"an artifact of rule set {picked} in {out} does not match its manifest (sha256)"
+    mod = _import_artifact(out / entry["python"], code, entry["python_sha256"], manifest["source_dirs"])
+    return RuleSet(name=picked, doc=entry["doc"], matcher=mod.MATCHER, egglog_path=out / entry["egglog"],
+                   egglog_sha256=entry["egglog_sha256"], has_callbacks=entry["has_callbacks"],
+                   egglog_skipped=[(a, b) for a, b in entry["egglog_skipped"]]), ""
 
 
 def load(name_or_path: str | Path, name: str | None = None, build_dir: str | Path | None = None,
@@ -53,41 +110,16 @@ def load(name_or_path: str | Path, name: str | None = None, build_dir: str | Pat
 
     `name_or_path` is a rule-set name from rulec's own rules/ folder ("symbolic"),
     or a rule file or folder, optionally suffixed with ":name" to pick one set.
-    A file holding a single rule set needs no name.
+    A file holding a single rule set needs no name. Raises StaleBuildError (with
+    rebuild=False) when the build is out of date or damaged, BuildFolderError when
+    a rebuild is needed and the build folder can't be written.
     """
-    text = str(name_or_path)
-    sources: list[Path]
-    path_part, _, suffix = text.rpartition(":") if ":" in text and not Path(text).exists() else (text, "", "")
-    if Path(path_part).exists() and (Path(path_part).is_dir() or path_part.endswith((".yaml", ".yml"))):
-        sources = [Path(path_part)]
-        name = name or (suffix or None)
-    else:
-        sources = default_sources()
-        name = name or text
+    sources, name = _resolve_sources(name_or_path, name)
     out = Path(build_dir) if build_dir is not None else default_build_dir(sources)
-    manifest = read_manifest(out)
-    stale = manifest is None or manifest.get("sources") != source_hashes(sources)
-    if stale:
-        if not rebuild:
-            raise StaleBuildError(f"the build in {out} is out of date with its rule files; run `rulec build`")
+    rs, problem = _try_load(out, sources, name)
+    if rs is None and rebuild:
         build(sources, out)
-        manifest = read_manifest(out)
-        assert manifest is not None
-    sets = manifest["rulesets"]
-    if name is None:
-        own = [n for n, e in sets.items() if Path(e["file"]).resolve() == sources[0].resolve()]
-        if len(own) != 1:
-            raise RuleSetNotFound(f"{sources[0]} defines {len(own)} rule sets ({', '.join(own)}); "
-                                  f"pick one with '{sources[0]}:NAME'")
-        name = own[0]
-    entry = sets.get(name)
-    if entry is None:
-        import difflib
-
-        close = difflib.get_close_matches(name, list(sets), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(sets))}"
-        raise RuleSetNotFound(f"no rule set named '{name}'{hint}")
-    mod = _import_artifact(out / entry["python"], entry["inputs"], manifest.get("source_dirs", []))
-    return RuleSet(name=name, doc=entry.get("doc", ""), matcher=mod.MATCHER,
-                   egglog_path=out / entry["egglog"], has_callbacks=entry["has_callbacks"],
-                   egglog_skipped=[tuple(x) for x in entry.get("egglog_skipped", [])])
+        rs, problem = _try_load(out, sources, name)  # fails only if the files changed while building
+    if rs is None:
+        raise StaleBuildError(f"{problem}; run `rulec build`")
+    return rs

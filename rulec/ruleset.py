@@ -22,6 +22,8 @@ class RuleSet:
     egglog_path: Path | None = None
     has_callbacks: bool = False
     egglog_skipped: list[tuple[str, str]] = field(default_factory=list)
+    # the program's sha256 as the build recorded it: the egglog engine refuses a file that no longer matches
+    egglog_sha256: str | None = None
 
     @property
     def rules(self) -> list[RuleInfo]:

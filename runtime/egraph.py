@@ -24,6 +24,7 @@ the compiler copies it into every `.egg` file through `prelude_text()`.
 """
 from __future__ import annotations
 
+import hashlib
 import heapq
 import json
 import os
@@ -80,8 +81,26 @@ def ctor_fields(op: Ops) -> list[str]:
 
 # ======================================================================== program text
 
-def _quote(s: str) -> str:
-    return '"' + s + '"'
+_EGG_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t"}
+
+
+def egg_string(text: str) -> str:
+    """The egglog string literal of `text`: every string the generators put in an egglog program goes
+    through this.
+
+    egglog's lexer knows the escapes \\\\ \\" \\n \\t and no others; any other unprintable character
+    (NUL, CR, U+2028, ...) cannot be written safely (the program is also split into lines by
+    str.splitlines), so it is refused with a ValueError.
+    """
+    out = []
+    for c in text:
+        if c in _EGG_ESCAPES:
+            out.append(_EGG_ESCAPES[c])
+        elif c.isprintable():
+            out.append(c)
+        else:
+            raise ValueError(f"{text!r} holds {c!r}, which an egglog string cannot hold")
+    return '"' + "".join(out) + '"'
 
 
 def dtype_sets_text() -> str:
@@ -90,10 +109,10 @@ def dtype_sets_text() -> str:
         lo, hi = (0, 1) if d.kind == "bool" else (d.min, d.max)
         parts = []
         if I64_MIN <= lo <= I64_MAX:
-            parts.append(f"(set (dmin {_quote(name)}) {int(lo)})")
+            parts.append(f"(set (dmin {egg_string(name)}) {int(lo)})")
         if I64_MIN <= hi <= I64_MAX:
-            parts.append(f"(set (dmax {_quote(name)}) {int(hi)})")
-        parts.append(f"(set (dsize {_quote(name)}) {d.itemsize})")
+            parts.append(f"(set (dmax {egg_string(name)}) {int(hi)})")
+        parts.append(f"(set (dsize {egg_string(name)}) {d.itemsize})")
         lines.append(" ".join(parts))
     lines.append(" ".join(f"(pow2m1 {(1 << k) - 1})" for k in range(64)))
     return "\n".join(lines)
@@ -454,23 +473,29 @@ _local = threading.local()
 _CACHE_SIZE = 8
 
 
-def _session(path: Path):
+def _session(path: Path, expected_sha256: str | None = None):
     """An EGraph with the program of `path` loaded (declarations and rules, no data), per thread.
 
     Loading a program costs about 80 ms (egglog compiles every rule); a run brackets its data
     with (push) ... (pop), about 8 ms, so the loaded program is reused. EGraphs are bound to
-    the thread that made them, hence one cache per thread.
+    the thread that made them, hence one cache per thread. The file is hashed on every call
+    (well under a millisecond): a program that no longer matches the build it was loaded
+    from is refused, and the cache is keyed by content, so an edited file is never served stale.
     """
     from egglog import bindings as b
 
-    st = path.stat()
-    key = (str(path), st.st_mtime_ns, st.st_size)
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if expected_sha256 is not None and digest != expected_sha256:
+        raise ValueError(f"{path} changed since the rule set was loaded (sha256 mismatch); "
+                         f"load it again or run `rulec build`")
+    key = (str(path), digest)
     cache = getattr(_local, "sessions", None)
     if cache is None:
         cache = _local.sessions = {}
     hit = cache.pop(key, None)
     if hit is None:
-        egg = read_egg(path.read_text(), path.stem)
+        egg = read_egg(data.decode("utf-8"), path.stem)
         eg = b.EGraph()
         for kind, fname, body in egg.sections:
             if kind != "header":
@@ -680,7 +705,7 @@ def run_egglog(ruleset: Any, graph: UOp, *, iterations: int = 30, node_limit: in
     t_start = time.perf_counter()
     path = Path(ruleset.egglog_path)
     try:
-        egg, eg = _session(path)
+        egg, eg = _session(path, getattr(ruleset, "egglog_sha256", None))
     except (OSError, ValueError, KeyError) as e:
         raise EngineError(f"cannot read the egglog program of rule set {ruleset.name}: {e}") from None
     except Exception as e:

@@ -2,6 +2,7 @@
 construct the emitter supports, the error cases, sharing, big graphs, and the shipped `symbolic` set."""
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 import threading
@@ -451,6 +452,12 @@ def _add_zero(rules):
     """)
 
 
+def _replace_program(rs, text: str) -> None:
+    """Hand-edit a loaded program, and re-record its hash so the engine accepts the edit on purpose."""
+    rs.egglog_path.write_text(text)
+    rs.egglog_sha256 = hashlib.sha256(rs.egglog_path.read_bytes()).hexdigest()
+
+
 def test_runtime_egglog_failure_names_the_rule(rules):
     rs = _add_zero(rules)
     path = rs.egglog_path
@@ -458,11 +465,11 @@ def test_runtime_egglog_failure_names_the_rule(rules):
     # make the rule's action compute an overflowing sum: egglog fails at run time, inside the rule
     broken = text.replace("((union _root x))", "((union _root (CONST _d0 (+ 9223372036854775807 1))))", 1)
     assert broken != text
-    path.write_text(broken)
+    _replace_program(rs, broken)
     with pytest.raises(EngineError, match=r"egglog failed running rule set az in rule add-zero "
                                           r"\(rules1.yaml:3\): .*primitive"):
         egg(rs, x + 0)
-    path.write_text(text)
+    _replace_program(rs, text)
     assert egg(rs, x + 0) is x  # the engine is usable afterwards
 
 
@@ -472,7 +479,7 @@ def test_egglog_panic_becomes_an_engine_error(rules):
     text = path.read_text()
     block = text[text.index(";; @rule"):]
     # the same rule name twice: egglog panics (a PanicException, which is a BaseException)
-    path.write_text(text + block.replace(":name \"add-zero#2\"", ":name \"add-zero\""))
+    _replace_program(rs, text + block.replace(":name \"add-zero#2\"", ":name \"add-zero\""))
     with pytest.raises(EngineError, match=r"egglog panicked loading the program of rule set az: .*already present"):
         egg(rs, x + 0)
 
@@ -480,7 +487,7 @@ def test_egglog_panic_becomes_an_engine_error(rules):
 def test_stale_program_asks_for_a_rebuild(rules):
     rs = _add_zero(rules)
     path = rs.egglog_path
-    path.write_text(path.read_text().replace(f";; @encoding {E.ENCODING_VERSION}", ";; @encoding 0"))
+    _replace_program(rs, path.read_text().replace(f";; @encoding {E.ENCODING_VERSION}", ";; @encoding 0"))
     with pytest.raises(EngineError, match=r"rulec build --force"):
         egg(rs, x + 0)
 
