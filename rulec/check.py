@@ -2,24 +2,25 @@
 
 Errors: unknown includes and include cycles, duplicate names, wrong arity,
 unbound names in guards and results, misuse of rest captures, and callbacks
-that cannot be imported or whose parameters are not the bound names.
+that are not declared, not defined in their module, or whose parameters are
+not the bound names (read from the module's source: nothing is imported).
 Warnings: rules shadowed by an earlier unguarded, more general rule, and
 captures that are never used.
 """
 from __future__ import annotations
 
 import difflib
-import importlib
-import inspect
-import sys
 from pathlib import Path
 
 from rulec.runtime.helpers import HELPERS
 from rulec.runtime.ops import OP_INFO
 
+from .callback_check import CallbackScope, find_definition
 from .diagnostics import Loc, Reporter
 from .exprs import Expr, bind_names
-from .model import NOARG, Pat, Rule, RuleFile, RuleSetDef, TCapture, TExpr, TNode, TReplace, TSplice, term_walk
+from .model import Pat, Rule, RuleFile, RuleSetDef, TCapture, TExpr, TNode, TReplace, TSplice, term_walk
+from .typecheck import check_rule_types
+from .shadowing import check_shadowing
 from .variants import MAX_VARIANTS, pattern_variants, rule_can_refuse
 
 
@@ -42,16 +43,34 @@ def check(files: list[RuleFile], rep: Reporter) -> dict[str, RuleSetDef]:
             else:
                 seen[rule.name] = rule.loc
             check_rule(rule, rep)
+    filed: dict = {}  # each rule's variants, filed once for all the rule sets that include it
+    acyclic: set[str] = set()
     for rs in table.values():
-        if not _cyclic(rs, table):
-            _check_shadowing(rs, table, rep)
+        if not _cyclic(rs, table, acyclic):
+            check_shadowing(rs, table, rep, filed)  # rulec/shadowing.py
     return table
 
 
-def _cyclic(rs: RuleSetDef, table: dict[str, RuleSetDef], stack: tuple[str, ...] = ()) -> bool:
-    if rs.name in stack:
-        return True
-    return any(_cyclic(table[n], table, stack + (rs.name,)) for n, _ in rs.include if n in table)
+def _cyclic(rs: RuleSetDef, table: dict[str, RuleSetDef], acyclic: set[str] | None = None) -> bool:
+    """Whether an include cycle is reachable from `rs` (a depth-first walk with an explicit stack: include
+    chains may be as long as a file likes). `acyclic` collects, across calls, the sets known to reach none."""
+    acyclic = set() if acyclic is None else acyclic
+    on_path = {rs.name}
+    stack = [(rs.name, iter(rs.include))]
+    while stack:
+        name, includes = stack[-1]
+        for inc, _ in includes:
+            if inc in on_path:
+                return True
+            if inc in table and inc not in acyclic:
+                on_path.add(inc)
+                stack.append((inc, iter(table[inc].include)))
+                break
+        else:
+            stack.pop()
+            on_path.discard(name)
+            acyclic.add(name)  # finished without meeting the path: reaches no cycle
+    return False
 
 
 def _check_includes(rs: RuleSetDef, table: dict[str, RuleSetDef], rep: Reporter) -> None:
@@ -69,16 +88,26 @@ def _check_includes(rs: RuleSetDef, table: dict[str, RuleSetDef], rep: Reporter)
 
 
 def _include_path(start: str, goal: str, table: dict[str, RuleSetDef], seen: set[str]) -> list[str] | None:
-    """The chain of includes from `start` to `goal`, both named, or None when there is none."""
+    """The chain of includes from `start` to `goal`, both named, or None when there is none (the first one
+    in include order, found depth-first with an explicit stack)."""
     if start == goal:
         return [start]
     if start in seen or start not in table:
         return None
     seen.add(start)
-    for name, _ in table[start].include:
-        tail = _include_path(name, goal, table, seen)
-        if tail is not None:
-            return [start] + tail
+    path, stack = [start], [iter(table[start].include)]
+    while stack:
+        for name, _ in stack[-1]:
+            if name == goal:
+                return path + [name]
+            if name not in seen and name in table:
+                seen.add(name)
+                path.append(name)
+                stack.append(iter(table[name].include))
+                break
+        else:
+            stack.pop()
+            path.pop()
     return None
 
 
@@ -120,6 +149,7 @@ def check_rule(rule: Rule, rep: Reporter) -> None:
         _check_term(rule, rep, used)
     if rule.call is not None:
         _check_call(rule, rep, used)
+    check_rule_types(rule, rep)
     # a name captured twice is an equality test, so it is used
     counts: dict[str, int] = {}
     for p in rule.match.walk():
@@ -204,107 +234,38 @@ def _check_term(rule: Rule, rep: Reporter, used: set[str]) -> None:
 
 
 def _check_call(rule: Rule, rep: Reporter, used: set[str]) -> None:
+    """The callback must be a def in a declared module (or one beside the file), its parameters bound names.
+
+    Read from the module's source: checking runs none of its code (see callback_check).
+    """
     spec = rule.call
     assert spec is not None
-    fn = import_callback(spec.module, spec.function, spec.loc, rep)
-    if fn is None:
+    scope = spec.scope or CallbackScope(str(Path(rule.file or spec.loc.file).resolve().parent))
+    fn = find_definition(spec.module, spec.function, scope, spec.loc, rep)
+    if fn is None or fn.kind != "function":
+        if fn is not None:
+            rep.error(spec.loc, f"'{spec.module}:{spec.function}' is a class; a callback is a function")
         used |= set(rule.captures)  # which captures it reads is unknown: do not also warn that they are unused
         return
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        rep.error(spec.loc, f"cannot read the parameters of {spec.module}:{spec.function}")
+    if fn.star:
+        rep.error(spec.loc, f"callback {spec.function} takes *args/**kwargs; name its parameters after the "
+                            f"captures of rule '{rule.name}'")
         used |= set(rule.captures)
         return
-    params = []
-    for p in sig.parameters.values():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            rep.error(spec.loc, f"callback {spec.function} takes *args/**kwargs; name its parameters after the "
-                                f"captures of rule '{rule.name}'")
-            used |= set(rule.captures)
-            return
-        if p.kind is p.KEYWORD_ONLY:  # the generated matcher passes captures by position
-            rep.error(spec.loc, f"callback {spec.function} takes keyword-only parameter '{p.name}'; rulec passes "
-                                f"captures by position")
-            used |= set(rule.captures)
-            return
-        if p.name == "ctx":
+    if fn.keyword_only:  # the generated matcher passes captures by position
+        rep.error(spec.loc, f"callback {spec.function} takes keyword-only parameter '{fn.keyword_only[0]}'; rulec "
+                            f"passes captures by position")
+        used |= set(rule.captures)
+        return
+    for name in fn.positional:
+        if name == "ctx":
             spec.wants_ctx = True
-        elif p.name not in rule.captures:
+        elif name not in rule.captures:
             bound = ", ".join(sorted(rule.captures)) or "nothing"
-            rep.error(spec.loc, f"callback {spec.function} takes parameter '{p.name}', but rule '{rule.name}' "
+            rep.error(spec.loc, f"callback {spec.function} takes parameter '{name}', but rule '{rule.name}' "
                                 f"binds {bound}")
             used |= set(rule.captures)
             return
-        params.append(p.name)
-    spec.params = tuple(params)
-    used |= set(params)
+    spec.params = fn.positional
+    used |= set(fn.positional)
 
-
-def import_callback(module: str, function: str, loc: Loc, rep: Reporter):
-    # rule files may name callbacks that live beside them
-    extra = [str(Path(loc.file).resolve().parent)]
-    added = [p for p in extra if p not in sys.path]
-    sys.path[:0] = added
-    try:
-        mod = importlib.import_module(module)
-    except (Exception, SystemExit) as e:  # an import error in user code must become a diagnostic
-        rep.error(loc, f"cannot import callback module '{module}': {type(e).__name__}: {e}")
-        return None
-    finally:
-        for p in added:
-            sys.path.remove(p)
-    fn = getattr(mod, function, None)
-    if fn is None:
-        names = [n for n, v in vars(mod).items() if callable(v) and not n.startswith("_")]
-        close = difflib.get_close_matches(function, names, n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        rep.error(loc, f"module '{module}' has no function '{function}'{hint}")
-        return None
-    if not callable(fn):
-        rep.error(loc, f"'{module}:{function}' is not a function (its type is {type(fn).__name__})")
-        return None
-    return fn
-
-
-# ------------------------------------------------------------------ shadowing
-
-def subsumes(a: Pat, b: Pat) -> bool:
-    """True when `a` matches every node that `b` matches (ignoring guards)."""
-    if a.ops is not None and (b.ops is None or not b.ops <= a.ops):
-        return False
-    if a.dtypes is not None and (b.dtypes is None or not b.dtypes <= a.dtypes):
-        return False
-    if a.arg is not NOARG and (b.arg is NOARG or a.arg != b.arg):
-        return False
-    if a.src is None:
-        return True
-    if b.src is None:
-        return False
-    if a.rest is None and (b.rest is not None or len(b.src) != len(a.src)):
-        return False
-    if len(b.src) < len(a.src):
-        return False
-    return all(subsumes(x, y) for x, y in zip(a.src, b.src))
-
-
-def _has_repeated_names(p: Pat) -> bool:
-    names = [q.name for q in p.walk() if q.name]
-    return len(names) != len(set(names))
-
-
-def _check_shadowing(rs: RuleSetDef, table: dict[str, RuleSetDef], rep: Reporter) -> None:
-    rules = rs.all_rules(table)
-    own = set(map(id, rs.rules))
-    for j, later in enumerate(rules):
-        if id(later) not in own:
-            continue  # reported where it is defined
-        for earlier in rules[:j]:
-            if earlier.when is not None or earlier.call is not None or _has_repeated_names(earlier.match):
-                continue
-            if any(subsumes(v, later.match) for v in pattern_variants(earlier.match)):
-                where = "" if id(earlier) in own else f" (included from rule set '{earlier.ruleset}')"
-                rep.warning(later.loc, f"rule '{later.name}' can never fire: rule '{earlier.name}' at "
-                                       f"{earlier.loc}{where} matches everything it matches and has no guard",
-                            len(later.name))
-                break

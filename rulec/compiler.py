@@ -4,10 +4,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .callback_check import verify_import
 from .check import check
 from .diagnostics import CompileError, Diagnostic, Reporter
 from .model import Rule, RuleFile, RuleSetDef
+from .optable_check import check_op_table, is_op_table
 from .parse import parse_file, rule_files
+from .pipeline_check import PipelineSpec, is_pipeline_file, read_pipeline
 
 
 @dataclass
@@ -47,12 +50,18 @@ def display_path(p: Path) -> str:
         return str(p)
 
 
-def compile_project(paths: list[str | Path]) -> Project:
-    """Parse and check rule files; raises CompileError listing every error (warnings ride along)."""
+def compile_project(paths: list[str | Path], import_callbacks: bool = False) -> Project:
+    """Parse and check rule files, pipeline files and the op table; raises CompileError listing every error
+    (warnings ride along).
+
+    Checking reads callback modules' source and runs none of their code; `import_callbacks=True` (the build)
+    then imports them and verifies that each named function is defined in its module.
+    """
     files = rule_files(paths)
     rep = Reporter()
     sources: dict[str, str] = {}
     parsed: list[RuleFile] = []
+    pipelines: list[PipelineSpec] = []
     for f in files:
         name = display_path(f)
         try:
@@ -65,12 +74,39 @@ def compile_project(paths: list[str | Path]) -> Project:
             continue
         sources[name] = text
         try:
-            parsed.append(parse_file(name, text, rep))
+            if is_op_table(f):
+                check_op_table(name, text, rep)
+            elif is_pipeline_file(f):
+                pipeline = read_pipeline(name, text, rep)
+                if pipeline is not None:
+                    pipelines.append(pipeline)
+            else:
+                parsed.append(parse_file(name, text, rep))
         except CompileError as e:
             rep.diagnostics.extend(e.diagnostics)
     table = check(parsed, rep)
+    if import_callbacks and not rep.errors:
+        _import_callbacks(parsed, pipelines, rep)
     if rep.errors:
         err = CompileError(rep.errors)
         err.diagnostics = rep.diagnostics  # keep warnings too, errors first when rendered by the CLI
         raise err
     return Project(files, sources, table, rep.diagnostics)
+
+
+def _import_callbacks(files: list[RuleFile], pipelines: list[PipelineSpec], rep: Reporter) -> None:
+    """Import every callback module once (this runs its code) and verify each named function."""
+    seen: set[tuple[str, str]] = set()
+    for f in files:
+        for rs in f.rulesets:
+            for rule in rs.rules:
+                spec = rule.call
+                if spec is not None and spec.scope is not None and (spec.module, spec.function) not in seen:
+                    seen.add((spec.module, spec.function))
+                    verify_import(spec.module, spec.function, spec.scope, spec.loc, rep)
+    for p in pipelines:
+        for ref, loc in p.callback_refs():
+            module, _, function = ref.partition(":")
+            if (module, function) not in seen:
+                seen.add((module, function))
+                verify_import(module, function, p.callbacks, loc, rep)

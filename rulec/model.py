@@ -6,6 +6,7 @@ from typing import Any
 
 from rulec.runtime.dtype import DType
 
+from .callback_check import CallbackScope
 from .diagnostics import Loc
 from .exprs import Expr
 
@@ -123,6 +124,7 @@ class CallSpec:
     loc: Loc
     params: tuple[str, ...] = ()  # filled by the checker from the function's signature
     wants_ctx: bool = False
+    scope: CallbackScope | None = None  # the modules the rule's file may call into
 
 
 @dataclass(eq=False)
@@ -157,11 +159,21 @@ class RuleSetDef:
 
         A set reached twice through includes (a diamond) contributes its rules once, at the first place.
         """
+        # depth-first, sources before users, with an explicit stack: include chains may be long. Each set is
+        # entered once; one met again (a diamond, or a cycle back to a set being entered) adds nothing new
         out: list[Rule] = []
-        for inc, _ in self.include:
-            if inc in table and inc not in _seen:
-                out.extend(table[inc].all_rules(table, _seen + (self.name,)))
-        out.extend(self.rules)
+        entered = set(_seen) | {self.name}
+        stack = [(self, iter(self.include))]
+        while stack:
+            rs, includes = stack[-1]
+            for inc, _ in includes:
+                if inc in table and inc not in entered:
+                    entered.add(inc)
+                    stack.append((table[inc], iter(table[inc].include)))
+                    break
+            else:
+                stack.pop()
+                out.extend(rs.rules)
         seen: set[int] = set()
         return [r for r in out if not (id(r) in seen or seen.add(id(r)))]
 
@@ -170,3 +182,4 @@ class RuleSetDef:
 class RuleFile:
     path: str
     rulesets: list[RuleSetDef] = field(default_factory=list)
+    callbacks: CallbackScope | None = None  # the top-level `callbacks:` declaration

@@ -463,7 +463,7 @@ def test_a_tuple_arg_needs_braces(rules):
 
 # ------------------------------------------------------------------ callbacks
 
-def test_callback_module_not_importable(rules):
+def test_callback_module_not_declared(rules):
     diags = rules.errors("""
         s:
           rules:
@@ -471,14 +471,14 @@ def test_callback_module_not_importable(rules):
               match: (ADD x 0)
               call: no_such_module_xyz:f
     """)
-    assert_diag(only(diags), 5, 13, "cannot import callback module 'no_such_module_xyz': ModuleNotFoundError: "
-                                    "No module named 'no_such_module_xyz'")
+    assert_diag(only(diags), 5, 13, "callback module 'no_such_module_xyz' is not declared: list it under "
+                                    "`callbacks:` at the top of rules1.yaml, or put no_such_module_xyz.py beside it")
     assert not [d for d in diags if d.severity == "warning"]  # no "capture 'x' is never used"
 
 
 def test_callback_module_that_fails_to_import(rules):
-    # a module beside the rule file is importable; this one raises
-    (rules.root / "broken_callbacks_xyz.py").write_text("1 / 0\n")
+    # a module beside the rule file needs no declaration; this one raises when the build imports it
+    (rules.root / "broken_callbacks_xyz.py").write_text("1 / 0\n\n\ndef f(x):\n    return x\n")
     d = error(rules, """
         s:
           rules:
@@ -496,6 +496,7 @@ def test_callback_function_missing(rules):
             - name: a
               match: (ADD x 0)
               call: dsl_callbacks:nothing_here
+        callbacks: [dsl_callbacks]
     """)
     assert_diag(d, 5, 13, "module 'dsl_callbacks' has no function 'nothing_here'")
 
@@ -507,6 +508,7 @@ def test_callback_function_missing_with_a_suggestion(rules):
             - name: a
               match: (ADD x 0)
               call: dsl_callbacks:negat
+        callbacks: [dsl_callbacks]
     """)
     assert_diag(d, 5, 13, "module 'dsl_callbacks' has no function 'negat' (did you mean 'negate'?)")
 
@@ -518,8 +520,11 @@ def test_callback_that_is_not_a_function(rules):
             - name: a
               match: (ADD x 0)
               call: dsl_callbacks:NOT_A_FUNCTION
+        callbacks: [dsl_callbacks]
     """)
-    assert_diag(d, 5, 13, "'dsl_callbacks:NOT_A_FUNCTION' is not a function (its type is int)")
+    line = (Path(__file__).parent / "dsl_callbacks.py").read_text().split("\n").index("NOT_A_FUNCTION = 3") + 1
+    assert_diag(d, 5, 13, f"'dsl_callbacks:NOT_A_FUNCTION' is a variable, not a function (line {line} of "
+                          f"dsl_callbacks.py); a callback must be a def in the module it is named from")
 
 
 def test_callback_parameters_must_be_bound_names(rules):
@@ -529,6 +534,7 @@ def test_callback_parameters_must_be_bound_names(rules):
             - name: a
               match: (ADD x 0)
               call: dsl_callbacks:takes_y
+        callbacks: [dsl_callbacks]
     """)
     assert_diag(only(diags), 5, 13, "callback takes_y takes parameter 'y', but rule 'a' binds x")
     assert not [d for d in diags if d.severity == "warning"]
@@ -541,6 +547,7 @@ def test_callback_with_star_args(rules):
             - name: a
               match: (ADD x 0)
               call: dsl_callbacks:takes_star
+        callbacks: [dsl_callbacks]
     """)
     assert_diag(d, 5, 13, "callback takes_star takes *args/**kwargs; name its parameters after the captures of "
                           "rule 'a'")
@@ -553,6 +560,7 @@ def test_callback_with_keyword_only_parameters(rules):
             - name: a
               match: (ADD x 0)
               call: dsl_callbacks:keyword_only
+        callbacks: [dsl_callbacks]
     """)
     assert_diag(d, 5, 13, "callback keyword_only takes keyword-only parameter 'x'; rulec passes captures by position")
 
@@ -699,6 +707,7 @@ def test_rule_with_both_rewrite_and_call(rules):
               match: (ADD x 0)
               rewrite: x
               call: dsl_callbacks:negate
+        callbacks: [dsl_callbacks]
     """)
     assert_diag(d, 3, 13, "rule 'a' has both rewrite and call: give exactly one", 1)
 
@@ -902,6 +911,7 @@ def test_shadowed_by_an_included_rule(rules):
 def test_not_shadowed(rules, first, second):
     rewrite = "" if "call:" in first else "\n      rewrite: x"
     text = f"s:\n  rules:\n    - name: a\n      {first}{rewrite}\n    - name: b\n      {second}\n      rewrite: x\n"
+    text += "callbacks: [dsl_callbacks]\n" if "call:" in first else ""
     assert not [d for d in rules.warnings(text) if "never fire" in d.message]
 
 
@@ -930,6 +940,7 @@ def test_captures_used_by_a_guard_a_callback_or_an_equality_are_used(rules):
             - name: equality
               match: (SUB x x)
               rewrite: 0
+        callbacks: [dsl_callbacks]
     """)
 
 

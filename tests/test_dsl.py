@@ -159,6 +159,7 @@ def test_named_rest_is_spliced_into_the_result(rules):
             - name: count
               match: (VECTORIZE ...srcs)
               call: dsl_callbacks:rest_count
+        callbacks: [dsl_callbacks]
     """)
     assert rs.rewrite(UOp.sink(-x, y, x + 1)) is UOp.sink(x, y, x + 1)
     assert rs.rewrite(UOp.sink(-x)) is UOp.sink(x)  # an empty rest
@@ -583,6 +584,7 @@ def test_callback_gets_bound_names(rules):
             - name: fold
               match: (ADD a b)
               call: dsl_callbacks:fold_add
+        callbacks: [dsl_callbacks]
     """)
     assert rs.rewrite((c(2) + c(3)) + c(4)) is c(9)
     assert rs.rewrite(x + c(3)) is x + c(3)  # declined
@@ -601,6 +603,7 @@ def test_callback_returning_none_tries_the_next_rule(rules):
             - name: to-sub
               match: (NEG x)
               rewrite: (SUB 0 x)
+        callbacks: [dsl_callbacks]
     """)
     dsl_callbacks.CALLS.clear()
     assert rs.rewrite(-(x + 1)) is c(0) - (x + 1)
@@ -618,6 +621,7 @@ def test_callback_with_ctx(rules):
             - name: vars
               match: v@DEFINE_VAR
               call: dsl_callbacks:remember
+        callbacks: [dsl_callbacks]
     """)
     ctx: list = []
     z = UOp.variable("zero", 0, 3)

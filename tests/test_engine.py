@@ -39,6 +39,7 @@ def test_shared_nodes_are_rewritten_once(rules):
             - name: count-adds
               match: a@(ADD _ _)
               call: counting_callbacks:count
+        callbacks: [counting_callbacks]
     """)
     import counting_callbacks
 
@@ -84,6 +85,7 @@ def test_not_ready_is_revisited_after_the_rest(rules):
             - name: wait-for-all
               match: v@DEFINE_VAR
               call: counting_callbacks:wait_until_two
+        callbacks: [counting_callbacks]
     """)
     import counting_callbacks
 
@@ -101,6 +103,7 @@ def test_never_ready_is_an_error(rules):
             - name: never
               match: DEFINE_VAR
               call: counting_callbacks:never_ready
+        callbacks: [counting_callbacks]
     """)
     with pytest.raises(RewriteError, match="not-ready"):
         graph_rewrite(UOp.sink(x), rs.matcher, bottom_up=True)
