@@ -28,6 +28,43 @@ class RuleInfo:
         return f"{self.ruleset}/{self.name} ({self.loc})"
 
 
+class RuleError(RuntimeError):
+    """An exception raised while one rule ran (its guard, a computed value, its callback, or a result of the
+    wrong type). The message starts with the rule's `file:line` and name; `__cause__` is the original error,
+    whose type the RuleError also has (see `rule_error`), so `except ZeroDivisionError` still catches it."""
+
+    def __init__(self, rule: RuleInfo, message: str):
+        super().__init__(f"{rule.loc}: rule {rule.ruleset}/{rule.name}: {message}")
+        self.rule = rule
+
+    def __str__(self) -> str:  # not the str() of the other base (KeyError would quote the message)
+        return str(self.args[0])
+
+
+_RULE_ERROR_TYPES: dict[type, type] = {}
+
+
+def rule_error(rule: RuleInfo, exc: Exception) -> Exception:
+    """`exc`, raised inside `rule`, as a RuleError that is also an instance of `exc`'s type.
+
+    An error that already names its rule (it has a `rule`: raised by a nested rewrite, or located by the
+    generated code) is returned unchanged.
+    """
+    if isinstance(getattr(exc, "rule", None), RuleInfo):
+        return exc
+    cls = _RULE_ERROR_TYPES.get(type(exc))
+    if cls is None:
+        try:
+            cls = type("RuleError", (RuleError, type(exc)), {"__module__": __name__})
+        except TypeError:  # a built-in with its own instance layout (OSError, ...): the plain RuleError
+            cls = RuleError
+        _RULE_ERROR_TYPES[type(exc)] = cls
+    try:
+        return cls(rule, f"{type(exc).__name__}: {exc}")
+    except Exception:  # an exception type whose constructor wants other arguments
+        return RuleError(rule, f"{type(exc).__name__}: {exc}")
+
+
 class Matcher:
     """Rules grouped by root op, each group in rule-file order.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-from .matcher import Matcher, RuleInfo
+from .matcher import Matcher, RuleInfo, rule_error
 from .trace import active_trace
 from .uop import UOp
 
@@ -52,6 +52,9 @@ class _Rewriter:
         self.step_limit = 0
         # the last rule that rewrote each node, to explain cycles
         self.rewrote: dict[UOp, tuple[UOp, int]] = {}
+        # the rule whose callback raised RewriteNotReady last, and per deferred node the one that did
+        self.not_ready_rule = -1
+        self.not_ready: dict[UOp, int] = {}
 
     # -- one rewrite at the root of one node
     def apply(self, n: UOp) -> UOp | None:
@@ -61,11 +64,20 @@ class _Rewriter:
         if self.trace is not None:
             return self._apply_traced(n, chain)
         ctx = self.ctx
-        for rid, fn in chain:
-            r = fn(n, ctx)
-            if r is not None and r is not n:
-                self._count(n, r, rid)
-                return r
+        rid = -1
+        try:  # costs nothing unless a rule raises (Python 3.11)
+            for rid, fn in chain:
+                r = fn(n, ctx)
+                if r is not None and r is not n:
+                    self._count(n, r, rid)
+                    return r
+        except RewriteNotReady:
+            self.not_ready_rule = rid  # to name the rule if the node never gets ready
+            raise
+        except RewriteError:
+            raise
+        except Exception as e:
+            raise self._rule_failed(rid, e)
         return None
 
     def _apply_traced(self, n: UOp, chain) -> UOp | None:
@@ -76,6 +88,13 @@ class _Rewriter:
             t0 = time.perf_counter()
             try:
                 r = fn(n, ctx)
+            except RewriteNotReady:
+                self.not_ready_rule = rid
+                raise
+            except RewriteError:
+                raise
+            except Exception as e:
+                raise self._rule_failed(rid, e)
             finally:
                 st.seconds += time.perf_counter() - t0
             if r is not None and r is not n:
@@ -84,6 +103,13 @@ class _Rewriter:
                 self._count(n, r, rid)
                 return r
         return None
+
+    def _rule_failed(self, rid: int, e: Exception) -> Exception:
+        """An error raised inside rule `rid`, as a RuleError that names the rule (file:line) and chains `e`."""
+        err = rule_error(self.matcher.rules[rid], e)
+        if err is not e:
+            err.__cause__ = e
+        return err
 
     def _count(self, n: UOp, r: UOp, rid: int) -> None:
         if not isinstance(r, UOp):
@@ -117,20 +143,51 @@ class _Rewriter:
             nxt, rid = self.rewrote[n]
             order.append((n, rid))
             n = nxt
-        rules = self.matcher.rules
         if n in pos:
-            cycle = [rules[rid] for _, rid in order[pos[n]:]]
-            what = "rewrite cycle"
-        else:
-            counts: dict[int, int] = {}
-            for _, rid in order[-200:]:
-                counts[rid] = counts.get(rid, 0) + 1
-            cycle = [rules[rid] for rid in sorted(counts, key=lambda r: -counts[r])]
-            what = "rewrites do not terminate (the graph keeps growing)"
-        seen_names: dict[str, None] = {}
-        for info in cycle:
-            seen_names[f"  {info.ruleset}/{info.name} at {info.loc}"] = None
-        return RewriteError(f"{self.name}: {what}; rules involved:\n" + "\n".join(seen_names))
+            return self._rules_error("rewrite cycle", [rid for _, rid in order[pos[n]:]])
+        # `start` may be a result not rewritten yet: then the latest rewrites are the growing ones
+        recent = [rid for _, rid in order] or [rid for _, rid in self.rewrote.values()]
+        counts: dict[int, int] = {}
+        for rid in recent[-200:]:
+            counts[rid] = counts.get(rid, 0) + 1
+        return self._rules_error("rewrites do not terminate (the graph keeps growing)",
+                                 sorted(counts, key=lambda r: -counts[r]))
+
+    def _rules_error(self, what: str, rids: list[int]) -> RewriteError:
+        lines: dict[str, None] = {}
+        for rid in rids:
+            info = self.matcher.rules[rid]
+            lines[f"  {info.ruleset}/{info.name} at {info.loc}"] = None
+        return RewriteError(f"{self.name}: {what}; rules involved:\n" + "\n".join(lines))
+
+    def _deadlock(self, waiting: dict[UOp, list[tuple[UOp, int, UOp]]], root: UOp) -> RewriteError:
+        """The walk stopped with nodes waiting on each other: a rule rewrote a node into a graph containing it,
+        and sources are final first, so the node would be rewritten again inside its own result."""
+        waits_on = {n: m for m, frames in waiting.items() for n, _, _ in frames}
+        n, path = next(iter(waits_on), root), {}
+        while n in waits_on and n not in path:
+            path[n] = len(path)
+            n = waits_on[n]
+        cycle = list(path)[path[n]:] if n in path else []
+        rewritten = [u for u in cycle if u in self.rewrote]
+        if not rewritten:
+            return self._nontermination(next(iter(waiting), root))
+        what = (f"rewrite cycle: a node ({rewritten[0].op.name}) was rewritten into a graph that contains it, "
+                f"which rewrites it again inside its own result")
+        return self._rules_error(what, [self.rewrote[u][1] for u in rewritten])
+
+    def _never_ready(self, deferred: list[tuple[UOp, int, UOp]]) -> RewriteError:
+        # per rule: how many nodes its callback kept deferring, and one of them
+        per_rule: dict[int, list[UOp]] = {}
+        for n, _, _ in deferred:
+            per_rule.setdefault(self.not_ready.get(n, -1), []).append(n)
+        lines = []
+        for rid, nodes in per_rule.items():
+            info = self.matcher.rules[rid] if rid >= 0 else None
+            who = f"{info.ruleset}/{info.name} at {info.loc}" if info else "an unknown rule"
+            lines.append(f"  {who}: {len(nodes)} node(s), e.g. {nodes[0].op.name}")
+        return RewriteError(f"{self.name}: {len(deferred)} node(s) stayed not-ready after the whole graph was "
+                            f"visited; the callbacks that kept raising RewriteNotReady:\n" + "\n".join(lines))
 
     # -- the walk
     def run(self, root: UOp) -> UOp:
@@ -164,6 +221,7 @@ class _Rewriter:
                         except RewriteNotReady:
                             active.discard(n)
                             deferred.append((n, 0, n))
+                            self.not_ready[n] = self.not_ready_rule
                             continue
                     stack.append((n, 1, cur))
                     for s in reversed(cur.src):
@@ -190,6 +248,7 @@ class _Rewriter:
                             nxt = self.apply(cur)
                         except RewriteNotReady:
                             deferred.append((n, 1, cur))
+                            self.not_ready[n] = self.not_ready_rule
                             continue
                         if nxt is None:
                             finished += 1
@@ -214,16 +273,14 @@ class _Rewriter:
             # only a second such pass in a row means nothing can ever become ready
             stalled = stalled + 1 if finished == 0 else 0
             if stalled >= 2:
-                raise RewriteError(f"{self.name}: {len(deferred)} node(s) stayed not-ready after the whole graph "
-                                   f"was visited, e.g. {deferred[0][0].op.name}")
+                raise self._never_ready(deferred)
             finished = 0
             for frame in deferred:
                 active.discard(frame[0])
             stack.extend(reversed(deferred))
             deferred = []
         if root not in replace:
-            stuck = next(iter(waiting), root)
-            raise self._nontermination(stuck)
+            raise self._deadlock(waiting, root)
         return replace[root]
 
 
