@@ -14,13 +14,13 @@ from rulec.exprs import Expr
 from rulec.model import NOARG, Pat, Rule, TCapture, TConst, TExpr, TNode, TReplace, TSplice
 from rulec.runtime.dtype import DType, dtypes
 from rulec.runtime.genlib import as_node
-from rulec.runtime.helpers import HELPERS
+from rulec.runtime.helpers import HELPERS, OPERATORS
 from rulec.runtime.matcher import Matcher, RuleInfo
 from rulec.runtime.ops import OP_INFO, Ops
 from rulec.runtime.uop import UOp
 from rulec.variants import pattern_variants, rule_can_refuse
 
-_ENV = {"Ops": Ops, "dtypes": dtypes, **{f"h_{k}": v for k, v in HELPERS.items()}}
+_ENV = {"Ops": Ops, "dtypes": dtypes, **{f"h_{k}": v for k, v in HELPERS.items()}, **OPERATORS}
 
 
 def _compile(e: Expr):

@@ -31,9 +31,11 @@ from typing import Any, Callable
 
 from rulec.runtime import egraph as E
 from rulec.runtime.dtype import DTYPE_BY_NAME, DType
+from rulec.runtime.helpers import bounded_lshift
 from rulec.runtime.ops import OP_INFO, Ops
 
 from . import __version__
+from .emit_python import comment_text
 from .model import NOARG, Pat, Rule, TCapture, TConst, TExpr, TNode, TReplace, TSplice
 from .patterns import DTYPE_CLASSES
 from .variants import pattern_variants
@@ -170,7 +172,7 @@ class _Variant:
             raise Dead("its :dtype names only dtypes the egglog engine does not encode (it holds integer, "
                        "index and bool nodes; float and other nodes are opaque)")
         if len(names) == 1:
-            return f'"{names[0]}"'
+            return E.egg_string(names[0])
         v = self.fresh("d")
         self.atoms.append(f"({self.em.dtype_set(names)} {v})")
         return v
@@ -286,8 +288,8 @@ class _Variant:
                 return V("none", static=None)
             if isinstance(v, float) and v.is_integer() and E.is_i64(int(v)):
                 return V("int", str(int(v)), static=int(v))
-            if isinstance(v, str) and E.is_safe_str(v):
-                return V("str", f'"{v}"', static=v)
+            if isinstance(v, str) and v.isprintable():
+                return V("str", E.egg_string(v), static=v)
             raise self.fail(n, "only integer, bool, None and plain string constants")
         if isinstance(n, ast.Name):
             if n.id in self.rests:
@@ -301,7 +303,7 @@ class _Variant:
                 return V("op", static=Ops[n.attr])
             if isinstance(n.value, ast.Name) and n.value.id == "dtypes":
                 d = DTYPE_BY_NAME[n.attr]
-                return V("dtype", f'"{d.name}"', static=d)
+                return V("dtype", E.egg_string(d.name), static=d)
             base = self.val(n.value)
             return self.attr(n, base)
         if isinstance(n, ast.Subscript):
@@ -697,7 +699,7 @@ class _Variant:
         if isinstance(d, DType):
             if d.name not in E.EGG_DTYPES:
                 raise Unsupported(f"builds a node of dtype {d.name}, which the egglog engine does not encode")
-            return f'"{d.name}"'
+            return E.egg_string(d.name)
         v = self.val(d.tree.body)
         if v.kind != "dtype":
             raise Unsupported(f":dtype {d.text} is not a dtype")
@@ -723,7 +725,7 @@ class _Variant:
         else:
             how = OP_INFO[op].result_dtype
             if how in ("bool", "index"):
-                d = _lit(f'"{how}"')
+                d = _lit(E.egg_string(how))
             elif how == "void":
                 raise Unsupported(f"builds a void {op.name}; void nodes are opaque to egglog")
             else:
@@ -847,7 +849,7 @@ def _cse(query: list[str], action: str) -> tuple[list[str], str]:
 _PYOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
           ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.BitAnd: lambda a, b: a & b,
           ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b, ast.RShift: lambda a, b: a >> b,
-          ast.LShift: lambda a, b: a << b}
+          ast.LShift: bounded_lshift}  # `1 << c.arg` with a 62-bit constant: refused (ValueError), not built
 # Python operators whose egglog i64 primitive means the same thing (// and % floor in Python only)
 _EGGLOG_INT_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
 _PYCMP = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
@@ -935,10 +937,6 @@ def term_text(t: Any) -> str:
     return "?"
 
 
-def _comment(text: str) -> str:
-    return " ".join(text.split())
-
-
 # ======================================================================== the emitter
 
 class EggEmitter:
@@ -968,8 +966,7 @@ class EggEmitter:
         out = {}
         used: set[str] = set()
         for i, r in enumerate(self.rules):
-            base = r.name if counts[r.name] == 1 else f"{r.ruleset}/{r.name}"
-            base = base.replace('"', "'").replace("\\", "/")
+            base = comment_text(r.name if counts[r.name] == 1 else f"{r.ruleset}/{r.name}")  # printable
             while base in used:
                 base += "'"
             used.add(base)
@@ -1032,35 +1029,36 @@ class EggEmitter:
         lines = [";; dtype sets named by the patterns"]
         for names, rel in self.dtsets.items():
             lines.append(f"(relation {rel} (String))")
-            lines.append(" ".join(f'({rel} "{n}")' for n in names))
+            lines.append(" ".join(f"({rel} {E.egg_string(n)})" for n in names))
         lines.append("(ruleset rules)")
         return "\n".join(lines) + "\n"
 
     def rule_text(self, rule: Rule, egg_names: list[str], bodies: list[tuple[list[str], str]]) -> str:
-        lines = [f"; {rule.name}  {rule.loc.file}:{rule.loc.line}",
-                 f";   match:   {_comment(pat_text(rule.match))}"]
+        lines = [f"; {comment_text(rule.name)}  {comment_text(rule.loc.file)}:{rule.loc.line}",
+                 f";   match:   {comment_text(pat_text(rule.match))}"]
         if rule.when is not None:
-            lines.append(f";   when:    {_comment(rule.when.text)}")
-        lines.append(f";   rewrite: {_comment(term_text(rule.rewrite))}")
+            lines.append(f";   when:    {comment_text(rule.when.text)}")
+        lines.append(f";   rewrite: {comment_text(term_text(rule.rewrite))}")
         for n, (query, action) in zip(egg_names, bodies):
             q = "\n       ".join(query)
-            lines.append(f"(rule ({q})\n      ({action})\n      :ruleset rules :name \"{n}\")")
+            lines.append(f"(rule ({q})\n      ({action})\n      :ruleset rules :name {E.egg_string(n)})")
         return "\n".join(lines) + "\n"
 
     def assemble(self, ops, pre, kept, skipped) -> str:
         files = sorted({r.file for r in self.rules})
         w = max([len(r.name) for r in self.rules] + [4])
-        head = [f";; Generated by rulec {__version__} from {', '.join(files) or '(no files)'}: "
-                f"rule set `{self.name}`.",
+        head = [f";; Generated by rulec {__version__} from {comment_text(', '.join(files) or '(no files)')}: "
+                f"rule set `{comment_text(self.name)}`.",
                 ";; Do not edit: change the rule files and run `rulec build`.",
                 ";; Run by rulec.runtime.egraph.run_egglog: load; then rounds of (analysis to a fixed point, prune, rules);\n"
                 ";; then the cheapest form of each root, by the costs of rules/ops.yaml.",
                 f";; {len(kept)} rule(s) compiled, {len(skipped)} skipped:"]
         for _, r, n, _ in kept:
-            head.append(f";;   {r.name:<{w}}  {r.loc.file}:{r.loc.line}" + (f"  ({len(n)} egglog rules)"
-                                                                           if len(n) > 1 else ""))
+            where = f"{comment_text(r.name):<{w}}  {comment_text(r.loc.file)}:{r.loc.line}"
+            head.append(f";;   {where}" + (f"  ({len(n)} egglog rules)" if len(n) > 1 else ""))
         for r, why in skipped:
-            head.append(f";;   {r.name:<{w}}  {r.loc.file}:{r.loc.line}  SKIPPED: {_comment(why)}")
+            where = f"{comment_text(r.name):<{w}}  {comment_text(r.loc.file)}:{r.loc.line}"
+            head.append(f";;   {where}  SKIPPED: {comment_text(why)}")
         head.append(f";; @encoding {E.ENCODING_VERSION}")
         head.append(f";; @ops {' '.join(o.name for o in ops)}")
         parts = ["\n".join(head) + "\n"]

@@ -12,12 +12,15 @@ from __future__ import annotations
 import ast
 import copy
 import difflib
+import operator
 import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
 from rulec.runtime.dtype import DTYPE_BY_NAME
-from rulec.runtime.helpers import ATTRIBUTES, HELPERS, NAMESPACES
+from rulec.runtime.genlib import ExprLimitError
+from rulec.runtime.helpers import (ATTRIBUTES, HELPERS, NAMESPACES, OPERATORS, SEQ_LIMIT, bounded_lshift, bounded_mul,
+                                   bounded_pow, bounded_range)
 from rulec.runtime.ops import Ops
 
 from .diagnostics import Loc
@@ -109,6 +112,10 @@ def parse_expr(text: str, loc: Loc, locate: Locate | None = None) -> Expr:
         if col < 0:  # the error is at the end of the line
             col = len((src.split("\n") + [""])[max(0, lineno - first_line)])
         raise ExprError(f"invalid expression: {e.msg}", lead + _offset(src, first_line, lineno, col, False)) from None
+    except (RecursionError, MemoryError):  # Python's parser gives up on very deep nesting
+        raise ExprError(f"expression nested more than {MAX_DEPTH} levels deep", lead, len(src.split("\n")[0])) from None
+    if _depth(tree) > MAX_DEPTH:  # the checks and code generation below recurse over the tree
+        raise ExprError(f"expression nested more than {MAX_DEPTH} levels deep", lead, len(src.split("\n")[0]))
     at = (lambda off, tok="": locate(lead + off, tok)) if locate is not None else None
     expr = Expr(text=src, loc=locate(lead, "") if locate is not None else loc.shifted(lead), tree=tree,
                 first_line=first_line, at=at)
@@ -147,6 +154,7 @@ def parse_expr(text: str, loc: Loc, locate: Locate | None = None) -> Expr:
                                f"use {'==' if isinstance(op, ast.Is) else '!='}", node)
         if isinstance(node, ast.comprehension) and (node.is_async or not isinstance(node.target, (ast.Name, ast.Tuple))):
             raise fail("comprehensions may only bind plain names", node.target)
+    _check_limits(expr.tree, fail)
     # Python warns about some sure errors only when it compiles, as in `[1, 2] [0, 1]`; so compile it now
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -155,6 +163,110 @@ def parse_expr(text: str, loc: Loc, locate: Locate | None = None) -> Expr:
         if issubclass(w.category, SyntaxWarning):
             raise ExprError(f"invalid expression: {w.message}", lead, len(src.split("\n")[0]))
     return expr
+
+
+# ------------------------------------------------------------------ limits
+# The operators that can build a huge value from small operands run bounded (runtime/helpers.py):
+# `**`, `<<` and `*` compile to these calls. Where their operands are constants the same functions
+# run here, at check time, so `9**9**9` is an error in the rule file rather than a hang at build.
+_BOUNDED_OPS = {ast.Pow: "_op_pow", ast.LShift: "_op_lshift", ast.Mult: "_op_mul"}
+assert set(_BOUNDED_OPS.values()) <= set(OPERATORS)
+_FOLD_BINOPS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: bounded_mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Pow: bounded_pow, ast.LShift: bounded_lshift, ast.RShift: operator.rshift,
+    ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
+}  # not `%`: with a string on the left it formats, and '%0999999999d' is as large as it looks
+_FOLD_UNOPS = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert, ast.Not: operator.not_}
+_UNKNOWN = object()
+MAX_DEPTH = 200  # syntax-tree levels: far beyond a readable guard, well within Python's recursion limit
+
+
+def _depth(tree: ast.AST) -> int:
+    deepest, stack = 0, [(tree, 1)]
+    while stack:  # iterative: the depth is what is being measured
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _check_limits(tree: ast.Expression, fail: Callable[..., ExprError]) -> None:
+    """Refuse what is unbounded on its face: constant operands past a limit, nested generated loops."""
+    _fold(tree.body, fail)
+    _check_loops(tree.body, 1, fail)
+
+
+def _fold(node: ast.AST, fail: Callable[..., ExprError]) -> object:
+    """The value of a constant subexpression (else _UNKNOWN), computed with the run-time limits."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.BinOp):
+        a, b = _fold(node.left, fail), _fold(node.right, fail)
+        if isinstance(node.op, ast.Mod) and isinstance(a, (str, bytes)):
+            raise fail("string formatting with % is not allowed in rule expressions", node)
+        return _apply(_FOLD_BINOPS.get(type(node.op)), (a, b), node, fail)
+    if isinstance(node, ast.UnaryOp):
+        return _apply(_FOLD_UNOPS.get(type(node.op)), (_fold(node.operand, fail),), node, fail)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        items = [_fold(e, fail) for e in node.elts]
+        return _UNKNOWN if _UNKNOWN in items else (tuple if isinstance(node, ast.Tuple) else list)(items)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
+        return _apply(bounded_range, tuple(_fold(a, fail) for a in node.args), node, fail)
+    for child in ast.iter_child_nodes(node):
+        _fold(child, fail)
+    return _UNKNOWN
+
+
+def _apply(fn: Callable | None, args: tuple, node: ast.AST, fail: Callable[..., ExprError]) -> object:
+    if fn is None or any(a is _UNKNOWN for a in args):
+        return _UNKNOWN
+    try:
+        return fn(*args)
+    except ExprLimitError as e:
+        raise fail(f"too large: {e}", node) from None
+    except Exception:  # a type or value error is the run time's to report, with the values it sees
+        return _UNKNOWN
+
+
+def _check_loops(node: ast.AST, size: int, fail: Callable[..., ExprError]) -> None:
+    """Comprehensions: the sequences an expression builds itself (range(), `*`) and loops over,
+    multiplied along any path of nested loops, stay within SEQ_LIMIT items.
+
+    A built sequence of unknown length counts as SEQ_LIMIT; loops over the graph's own data are bounded
+    by the graph and count as one.
+    """
+    if isinstance(node, (ast.GeneratorExp, ast.ListComp)):
+        for gen in node.generators:
+            _check_loops(gen.iter, size, fail)
+            if _builds_sequence(gen.iter):
+                value = _fold(gen.iter, fail)
+                size *= max(1, len(value)) if isinstance(value, (range, tuple, list, str, bytes)) else SEQ_LIMIT
+                if size > SEQ_LIMIT:
+                    raise fail(f"nested loops over range() or repeated sequences may run more than {SEQ_LIMIT} "
+                               "times in all: their sizes multiply", gen.iter)
+            for cond in gen.ifs:
+                _check_loops(cond, size, fail)
+        _check_loops(node.elt, size, fail)
+        return
+    for child in ast.iter_child_nodes(node):
+        _check_loops(child, size, fail)
+
+
+def _builds_sequence(node: ast.AST) -> bool:
+    return any((isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "range")
+               or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)) for n in ast.walk(node))
+
+
+def _bounded_call(node: ast.BinOp) -> ast.AST:
+    """`a ** b`, `a << b`, `a * b` as a call of the bounded operator; plain where it cannot grow."""
+    name = _BOUNDED_OPS.get(type(node.op))
+    if name is None:
+        return node
+    consts = [x for x in (node.left, node.right) if isinstance(x, ast.Constant)]
+    if len(consts) == 2 or any(isinstance(c.value, float) for c in consts):
+        return node  # checked when the rule file was, or a float: it overflows with an error, quickly
+    return ast.copy_location(ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=[node.left, node.right],
+                                      keywords=[]), node)
 
 
 def _is_value_literal(node: ast.AST) -> bool:
@@ -216,6 +328,10 @@ def bind_names(expr: Expr, bound: set[str]) -> list[tuple[str, int, str]]:
             for _ in node.generators:
                 local_scopes.pop()
             return node
+
+        def visit_BinOp(self, node: ast.BinOp):
+            self.generic_visit(node)
+            return _bounded_call(node)
 
         def visit_Name(self, node: ast.Name):
             name = node.id

@@ -10,13 +10,17 @@ A rule file maps rule-set names to rule sets:
           match: (ADD x 0)
           when: x.dtype == dtypes.index   # optional
           rewrite: x                      # or  call: package.module:function
+
+    callbacks: [package.module]   # optional: modules `call:` may name (besides those beside the file)
 """
 from __future__ import annotations
 
 import difflib
+import keyword
 import re
 from pathlib import Path
 
+from .callback_check import CallbackScope, check_declarations
 from .diagnostics import Loc, Reporter
 from .model import CallSpec, Rule, RuleFile, RuleSetDef
 from .patterns import PatternError, PatternParser
@@ -24,8 +28,12 @@ from .sexpr import SexprError, read_sexpr
 from .source import YNode, load_yaml
 
 RULESET_KEYS = ("doc", "include", "rules")
+CALLBACKS_KEY = "callbacks"  # top level: the modules a file's callbacks come from, not a rule set
 # rule-set names become file and module names in the build folder, and `path:name` in rulec.load
 RULESET_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
+# rule names become parts of Python function names and egglog rule names, and appear in traces:
+# ASCII letters, digits, '_', '-' and '.', so that every generator can write them as they are
+RULE_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z", re.ASCII)
 RULE_KEYS = ("name", "doc", "match", "when", "rewrite", "call")
 
 
@@ -43,11 +51,44 @@ def parse_file(path: str, text: str, rep: Reporter) -> RuleFile:
     if not isinstance(root.value, dict):
         rep.error(root.loc, "a rule file maps rule-set names to rule sets")
         return out
+    out.callbacks = parse_callbacks_key(root, path, rep)
     for name, node in root.value.items():
+        if name == CALLBACKS_KEY:
+            continue
         rs = _parse_ruleset(path, name, root.key_locs[name], node, rep)
         if rs is not None:
             out.rulesets.append(rs)
+    for rs in out.rulesets:
+        for rule in rs.rules:
+            if rule.call is not None:
+                rule.call.scope = out.callbacks
     return out
+
+
+def parse_callbacks_key(root: YNode, path: str, rep: Reporter) -> CallbackScope:
+    """The top-level `callbacks: [module, ...]`: the modules this file's `call:`s may name.
+
+    Modules beside the file need no declaration; the folder is kept for that.
+    """
+    scope = CallbackScope(str(Path(path).resolve().parent))
+    node = root.get(CALLBACKS_KEY)
+    if node is None:
+        return scope
+    items = node.value if isinstance(node.value, list) else [node]
+    for it in items:
+        name = it.value
+        if not isinstance(name, str) or not _dotted_name(name):
+            rep.error(it.loc, f"`{CALLBACKS_KEY}` lists module names (package.module), not {_shown(it)}")
+        elif name in scope.declared:
+            rep.warning(it.loc, f"module '{name}' is declared twice", len(name))
+        else:
+            scope.declared[name] = it.loc
+    check_declarations(scope, rep)
+    return scope
+
+
+def _shown(node: YNode) -> str:
+    return f"a {type(node.value).__name__}" if isinstance(node.value, (dict, list)) else repr(node.raw or node.value)
 
 
 def _parse_ruleset(path: str, name: str, loc: Loc, node: YNode, rep: Reporter) -> RuleSetDef | None:
@@ -127,6 +168,10 @@ def _parse_rule(path: str, ruleset: str, node: YNode, rep: Reporter) -> Rule | N
     if name is None:
         rep.error(name_node.loc, "a rule name must be text")
         return None
+    if not RULE_NAME_RE.match(name):
+        rep.error(name_node.loc, f"invalid rule name {name!r}: use ASCII letters, digits, '_', '-' and '.'",
+                  max(1, len(name_node.raw.split("\n")[0])))
+        return None
     match_node = node.get("match")
     if match_node is None:
         if not unknown:  # a misspelled `match` key is reported already
@@ -168,7 +213,7 @@ def _parse_rule(path: str, ruleset: str, node: YNode, rep: Reporter) -> Rule | N
             if ctext is None:
                 return None
             module, sep, func = ctext.strip().partition(":")
-            if not sep or not module or not func.isidentifier():
+            if not sep or not _dotted_name(module) or not func.isidentifier() or keyword.iskeyword(func):
                 rep.error(cn.loc, f"call must be 'package.module:function', got {ctext!r}")
                 return None
             rule.call = CallSpec(module, func, cn.loc)
@@ -176,6 +221,11 @@ def _parse_rule(path: str, ruleset: str, node: YNode, rep: Reporter) -> Rule | N
     except PatternError as e:
         rep.error(e.loc, str(e), e.length)
         return None
+
+
+def _dotted_name(text: str) -> bool:
+    """`package.module`: the generated matcher imports it by this name."""
+    return all(part.isidentifier() and not keyword.iskeyword(part) for part in text.split("."))
 
 
 class _ReadError(PatternError):
@@ -190,11 +240,14 @@ def _read(text: str, node: YNode):
 
 
 def rule_files(paths: list[str | Path]) -> list[Path]:
-    """Expand folders into their *.yaml files (recursively), in a stable order; ops.yaml is the op table."""
+    """Expand folders into their *.yaml files (recursively), in a stable order.
+
+    The op table (ops.yaml) and pipeline files are among them: the compiler checks each by its kind.
+    """
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            out.extend(sorted(f for f in p.rglob("*.yaml") if f.name != "ops.yaml" and f.name != "pipeline.yaml"))
+            out.extend(sorted(p.rglob("*.yaml")))
         else:
             out.append(p)
     return out

@@ -126,10 +126,55 @@ def load_yaml(filename: str, text: str) -> YNode | None:
         raise CompileError([_yaml_error(filename, text, e)]) from None
     if node is None:
         return None
+    _check_aliases(filename, text, node)
     try:
         return _Builder(filename, text).build(node)
     except yaml.MarkedYAMLError as e:  # e.g. an unknown tag such as `!foo`
         raise CompileError([_yaml_error(filename, text, e)]) from None
+
+
+# Nodes that aliases may add to a file. An alias is a reference, so composing is cheap, but each
+# use is expanded into its own YNode: nine nested aliases of nine ("billion laughs") would be 10**9.
+ALIAS_BUDGET = 10_000
+
+
+def _check_aliases(filename: str, text: str, root: yaml.Node) -> None:
+    """Refuse a file whose aliases expand past ALIAS_BUDGET extra nodes, or refer to their own anchor."""
+    expanded, distinct = _expanded_size(root, limit=10 * ALIAS_BUDGET)
+    if expanded is None:
+        why = "an alias refers to a node that contains it"
+    elif expanded > distinct + ALIAS_BUDGET:
+        why = f"aliases expand this file by more than {ALIAS_BUDGET} nodes"
+    else:
+        return
+    mark = next((ev.start_mark for ev in yaml.parse(text, Loader=_Loader) if isinstance(ev, yaml.AliasEvent)), None)
+    loc = Loc(filename, mark.line + 1, mark.column + 1) if mark is not None else None
+    raise CompileError([Diagnostic("error", loc, f"invalid YAML: {why}")])
+
+
+def _expanded_size(root: yaml.Node, limit: int) -> tuple[int | None, int]:
+    """(nodes of the tree with every alias expanded, capped near `limit`; None for a cycle), distinct nodes."""
+    def kids(n: yaml.Node) -> list:
+        if isinstance(n, yaml.MappingNode):
+            return [x for pair in n.value for x in pair]
+        return list(n.value) if isinstance(n, yaml.SequenceNode) else []
+
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()  # nodes whose subtree is being sized: meeting one again is a cycle
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:  # iterative: the nesting depth is the file's to choose
+        node, done = stack.pop()
+        k = id(node)
+        if done:
+            open_.discard(k)
+            sizes[k] = min(limit + 1, 1 + sum(sizes[id(c)] for c in kids(node)))
+        elif k in open_:
+            return None, len(sizes)
+        elif k not in sizes:
+            open_.add(k)
+            stack.append((node, True))
+            stack.extend((c, False) for c in kids(node) if id(c) not in sizes)
+    return sizes[id(root)], len(sizes)
 
 
 def _yaml_error(filename: str, text: str, e: yaml.MarkedYAMLError) -> Diagnostic:

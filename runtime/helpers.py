@@ -10,9 +10,93 @@ from typing import Any, Callable
 
 from .bounds import c_div, c_mod
 from .dtype import DType, dtypes
+from .genlib import ExprLimitError, check_result
 from .ops import Ops
 from .shape import prod
 from .uop import UOp
+
+
+# ---- bounds on what one expression may build. Every other operator grows its result by at most a
+# constant factor (`a * b` of two integers: the sum of their bits), so an expression of bounded
+# text over 64-bit inputs stays small; these are the ones that do not, plus the iteration source.
+INT_BITS = 128  # `**` and `<<` results: room for a product of two 64-bit values, as `fits_int64(a * b)` needs
+SEQ_LIMIT = 4096  # items of a range() and of a sequence built by repetition or by sum()
+
+_SEQUENCES = (str, bytes, tuple, list)
+
+
+def bounded_pow(a: Any, b: Any) -> Any:
+    """`a ** b`, refusing an integer result of more than INT_BITS bits before computing it."""
+    if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1:
+        if (abs(a).bit_length() - 1) * b + 1 > INT_BITS:
+            raise ExprLimitError(f"{_short(a)} ** {_short(b)} has more than {INT_BITS} bits")
+        r = a ** b  # at most twice INT_BITS bits: cheap
+        if r.bit_length() > INT_BITS:
+            raise ExprLimitError(f"{_short(a)} ** {_short(b)} has more than {INT_BITS} bits")
+        return r
+    return a ** b
+
+
+def bounded_lshift(a: Any, b: Any) -> Any:
+    """`a << b`, refusing an integer result of more than INT_BITS bits before computing it."""
+    if isinstance(a, int) and isinstance(b, int) and a and b > 0 and abs(a).bit_length() + b > INT_BITS:
+        raise ExprLimitError(f"{_short(a)} << {_short(b)} has more than {INT_BITS} bits")
+    return a << b
+
+
+def bounded_mul(a: Any, b: Any) -> Any:
+    """`a * b`; a sequence repeated into more than SEQ_LIMIT items is refused before it is built."""
+    if type(a) is int and type(b) is int:  # the common case, first
+        return a * b
+    if isinstance(a, _SEQUENCES) and isinstance(b, int):
+        _check_len(len(a), b, a)
+    elif isinstance(b, _SEQUENCES) and isinstance(a, int):
+        _check_len(len(b), a, b)
+    return a * b
+
+
+def _check_len(n: int, times: int, seq: Any) -> None:
+    if n and times > 0 and n * times > SEQ_LIMIT:
+        raise ExprLimitError(f"a {type(seq).__name__} of {n} repeated {_short(times)} times has more than "
+                             f"{SEQ_LIMIT} items")
+
+
+def bounded_range(*args: int) -> range:
+    """`range(...)` of at most SEQ_LIMIT numbers (the only source of iteration not bounded by the graph)."""
+    r = range(*args)
+    try:
+        n = len(r)
+    except OverflowError:  # longer than sys.maxsize
+        n = SEQ_LIMIT + 1
+    if n > SEQ_LIMIT:
+        raise ExprLimitError(f"range({', '.join(_short(a) for a in args)}) has more than {SEQ_LIMIT} numbers")
+    return r
+
+
+def bounded_sum(xs: Any, start: Any = 0) -> Any:
+    """`sum(xs, start)`; summing sequences (`sum(lists, [])`) stops at SEQ_LIMIT items."""
+    if not isinstance(start, _SEQUENCES):
+        return sum(xs, start)
+    total = start
+    for x in xs:
+        if isinstance(x, _SEQUENCES) and len(total) + len(x) > SEQ_LIMIT:
+            raise ExprLimitError(f"sum() of sequences has more than {SEQ_LIMIT} items")
+        total = total + x
+    return total
+
+
+def _short(v: Any) -> str:
+    """A number as shown in a limit message: huge integers by their size, not their digits."""
+    if isinstance(v, int) and v.bit_length() > 64:
+        return f"<an integer of {v.bit_length()} bits>"
+    return repr(v)
+
+
+# The operators an expression's `**`, `<<` and `*` compile to (exprs.py), by the name the generated
+# module gives them.
+OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
+    "_op_pow": bounded_pow, "_op_lshift": bounded_lshift, "_op_mul": bounded_mul,
+}
 
 
 def argsort(xs: Any) -> tuple[int, ...]:
@@ -21,11 +105,11 @@ def argsort(xs: Any) -> tuple[int, ...]:
 
 def const_like(node: UOp, value: Any) -> UOp:
     """A CONST with the dtype of `node`."""
-    return node.const_like(value)
+    return node.const_like(check_result(value))
 
 
 def const(dtype: DType, value: Any) -> UOp:
-    return UOp.const(dtype, value)
+    return UOp.const(dtype, check_result(value))
 
 
 def identity_element(op: Ops, dtype: DType) -> Any:
@@ -77,8 +161,8 @@ def all_same(xs: Any) -> bool:
 
 HELPERS: dict[str, Callable[..., Any]] = {
     # Python builtins that cannot escape the expression language
-    "len": len, "min": min, "max": max, "abs": abs, "all": all, "any": any, "sum": sum,
-    "int": int, "float": float, "bool": bool, "tuple": tuple, "range": range, "sorted": sorted,
+    "len": len, "min": min, "max": max, "abs": abs, "all": all, "any": any, "sum": bounded_sum,
+    "int": int, "float": float, "bool": bool, "tuple": tuple, "range": bounded_range, "sorted": sorted,
     "zip": zip, "enumerate": enumerate, "isinstance_int": lambda v: isinstance(v, int) and not isinstance(v, bool),
     # arithmetic with the IR's semantics
     "c_div": c_div, "c_mod": c_mod, "gcd": math.gcd, "prod": prod, "argsort": argsort,
