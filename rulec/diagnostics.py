@@ -34,10 +34,30 @@ class Diagnostic:
             return text
         lines = (sources or {}).get(self.loc.file) or _read_lines(self.loc.file)
         if 1 <= self.loc.line <= len(lines):
-            src = lines[self.loc.line - 1].rstrip("\n").replace("\t", " ")
-            caret = " " * (self.loc.col - 1) + "^" + "~" * max(0, min(self.length, len(src) - self.loc.col + 1) - 1)
+            src, col = _excerpt(lines[self.loc.line - 1].rstrip("\n"), self.loc.col)
+            caret = " " * (col - 1) + "^" + "~" * max(0, min(self.length, len(src) - col + 1) - 1)
             text += f"\n  {self.loc.line:>4} | {src}\n       | {caret}"
         return text
+
+
+EXCERPT_WIDTH = 100
+
+
+def _excerpt(line: str, col: int) -> tuple[str, int]:
+    """The part of a source line to show, and the caret's column in it.
+
+    One character in, one character out, so the caret stays under its token: a tab becomes a space and
+    any other unprintable character (a terminal escape in a hostile file) a replacement mark. A long line
+    is cut to a window around the column, with '...' where text was left out.
+    """
+    shown = "".join(" " if c == "\t" else c if c.isprintable() else "\ufffd" for c in line)
+    if len(shown) <= EXCERPT_WIDTH:
+        return shown, col
+    start = max(0, min(col - 1 - EXCERPT_WIDTH // 2, len(shown) - EXCERPT_WIDTH))
+    window = shown[start:start + EXCERPT_WIDTH]
+    head = "..." if start > 0 else ""
+    tail = "..." if start + EXCERPT_WIDTH < len(shown) else ""
+    return head + window + tail, col - start + len(head)
 
 
 def _read_lines(path: str) -> list[str]:

@@ -121,9 +121,15 @@ class _Builder:
 def load_yaml(filename: str, text: str) -> YNode | None:
     """Parse one YAML document; syntax errors become diagnostics with the file position."""
     try:
+        _check_nesting(filename, text)
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as e:
         raise CompileError([_yaml_error(filename, text, e)]) from None
+    except yaml.reader.ReaderError as e:  # a character YAML does not allow (control characters, ...)
+        line = text.count("\n", 0, e.position)
+        col = e.position - (text.rfind("\n", 0, e.position) + 1)
+        raise CompileError([Diagnostic("error", Loc(filename, line + 1, col + 1),
+                                       f"invalid YAML: character U+{_codepoint(e.character):04X} is not allowed ({e.reason})")]) from None
     if node is None:
         return None
     _check_aliases(filename, text, node)
@@ -131,6 +137,28 @@ def load_yaml(filename: str, text: str) -> YNode | None:
         return _Builder(filename, text).build(node)
     except yaml.MarkedYAMLError as e:  # e.g. an unknown tag such as `!foo`
         raise CompileError([_yaml_error(filename, text, e)]) from None
+
+
+def _codepoint(c: int | str) -> int:
+    return c if isinstance(c, int) else ord(c[:1] or "\0")
+
+
+# Mappings and sequences inside each other. The YAML composer recurses once per level (libyaml's in C:
+# a file nested 100 000 deep crashes the interpreter), so the depth is measured on the flat event
+# stream before anything is composed. Rule files need about five levels.
+MAX_NESTING = 100
+
+
+def _check_nesting(filename: str, text: str) -> None:
+    depth = 0
+    for ev in yaml.parse(text, Loader=_Loader):
+        if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_NESTING:
+                loc = Loc(filename, ev.start_mark.line + 1, ev.start_mark.column + 1)
+                raise CompileError([Diagnostic("error", loc, f"invalid YAML: nested deeper than {MAX_NESTING} levels")])
+        elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
 
 
 # Nodes that aliases may add to a file. An alias is a reference, so composing is cheap, but each

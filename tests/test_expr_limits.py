@@ -201,3 +201,37 @@ def test_a_few_aliases_are_fine(rules):
               rewrite: x
     """)
     assert rs.rewrite(x + 0) is x
+
+
+# ------------------------------------------------------------------ YAML nesting and characters
+
+@pytest.mark.parametrize("depth", [101, 3_000, 100_000])  # 100 000 crashed libyaml's composer (a segfault)
+def test_yaml_nested_too_deep_is_refused_before_composing(rules, depth):
+    t0 = time.perf_counter()
+    [d] = errors(rules, "s: " + "[" * depth + "]" * depth + "\n")
+    assert time.perf_counter() - t0 < 5
+    assert (d.loc.line, d.loc.col, d.message) == (1, 103, "invalid YAML: nested deeper than 100 levels")  # the root mapping is level 1
+
+
+def test_yaml_at_the_nesting_limit_is_read(rules):
+    [d] = errors(rules, "s: " + "[" * 99 + "]" * 99 + "\n")
+    assert d.message.startswith("rule set 's' must be a mapping")
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x1b", "\x7f"])
+def test_a_control_character_is_a_located_error(rules, char):
+    [d] = errors(rules, f"s:\n  rules:\n    - name: a{char}b\n")
+    assert (d.loc.line, d.loc.col) == (3, 14)
+    assert d.message.startswith(f"invalid YAML: character U+{ord(char):04X} is not allowed")
+
+
+def test_the_source_excerpt_is_printable_and_bounded():
+    from rulec.diagnostics import EXCERPT_WIDTH, Diagnostic, Loc
+
+    line = "x" * 500 + "\x1b[31m" + "y" * 500
+    d = Diagnostic("error", Loc("f.yaml", 1, 501), "m", 3)
+    src_line, caret_line = d.render({"f.yaml": [line]}).split("\n")[1:]
+    shown = src_line.split(" | ", 1)[1]
+    assert shown.isprintable() and len(shown) <= EXCERPT_WIDTH + 6
+    caret = caret_line.split(" | ", 1)[1]
+    assert shown[caret.index("^")] == "\ufffd" and shown.startswith("...") and shown.endswith("...")
