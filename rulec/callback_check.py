@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import ast
 import difflib
-import importlib
 import importlib.machinery
 import sys
 from dataclasses import dataclass, field
 from importlib.machinery import ModuleSpec
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+
+from rulec.runtime.callback_import import CallbackImportError, is_refused, load_defined
 
 from .diagnostics import Loc, Reporter
 
-REFUSED_MODULES = frozenset(sys.stdlib_module_names) | frozenset(sys.builtin_module_names) | {"builtins", "__main__"}
 
 
 @dataclass
@@ -47,11 +47,6 @@ class Definition:
     required: int = 0  # positional parameters without a default
     star: bool = False  # *args or **kwargs
     keyword_only: tuple[str, ...] = ()
-
-
-def is_refused(module: str) -> bool:
-    """True for the standard library and builtins: their functions are never callbacks."""
-    return module.split(".")[0] in REFUSED_MODULES
 
 
 def check_declarations(scope: CallbackScope, rep: Reporter) -> None:
@@ -118,33 +113,6 @@ def verify_import(module: str, function: str, scope: CallbackScope, loc: Loc, re
         rep.error(loc, str(e))
         return None
 
-
-class CallbackImportError(ImportError):
-    pass
-
-
-def load_defined(module: str, function: str, folders: Sequence[str] = ()) -> Any:
-    """Import `module` with `folders` first on the path, and return `function` if it is defined there."""
-    if is_refused(module):
-        raise CallbackImportError(f"'{module}:{function}' is in Python's standard library: not a callback")
-    added = [d for d in folders if d not in sys.path]
-    sys.path[:0] = added
-    try:
-        mod = importlib.import_module(module)
-    except (Exception, SystemExit) as e:  # user code failing at import time must become a diagnostic
-        raise CallbackImportError(f"cannot import callback module '{module}': {type(e).__name__}: {e}") from None
-    finally:
-        for d in added:
-            sys.path.remove(d)
-    fn = getattr(mod, function, None)
-    if fn is None:
-        raise CallbackImportError(f"module '{module}' has no function '{function}'")
-    # a decorated def (functools.cache, ...) keeps its __module__; a builtin or an imported function does not
-    if not callable(fn) or getattr(fn, "__module__", None) != mod.__name__:
-        where = getattr(fn, "__module__", None)
-        detail = f"it comes from '{where}'" if where and where != mod.__name__ else f"it is {type(fn).__name__}"
-        raise CallbackImportError(f"'{module}:{function}' is not a function defined in module '{module}' ({detail})")
-    return fn
 
 
 # ------------------------------------------------------------------ finding a module without running it

@@ -40,7 +40,7 @@ class Diagnostic:
         return text
 
 
-EXCERPT_WIDTH = 100
+EXCERPT_WIDTH = 200
 
 
 def _excerpt(line: str, col: int) -> tuple[str, int]:

@@ -52,7 +52,7 @@ def callback(module: str, function: str) -> Any:
     The build checked this too, but the module may have changed since (it is not one of the hashed
     sources), so a name rebound to a stdlib or imported function is refused here as well.
     """
-    from rulec.callback_check import load_defined
+    from .callback_import import load_defined
 
     return load_defined(module, function)
 

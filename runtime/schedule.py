@@ -43,7 +43,7 @@ class Pipeline:
         """A context factory or call step: imported here, and only if defined in its (declared) module."""
         if ref in PLAIN_CONTEXTS:
             return {"list": list, "dict": dict}[ref]
-        from rulec.callback_check import load_defined
+        from .callback_import import load_defined
 
         module, _, name = ref.partition(":")
         return load_defined(module, name, [str(self.path.resolve().parent)])

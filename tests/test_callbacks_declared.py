@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from rulec.build import build
-from rulec.callback_check import CallbackImportError, load_defined
+from rulec.runtime.callback_import import CallbackImportError, load_defined
 from rulec.compiler import compile_project
 from rulec.diagnostics import CompileError
 from rulec.runtime.genlib import callback
