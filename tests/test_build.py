@@ -1,7 +1,6 @@
 """Build folders: manifest, incremental rebuilds, atomic writes, and load()'s staleness policy."""
 from __future__ import annotations
 
-import json
 import os
 
 import pytest

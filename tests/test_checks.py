@@ -2,7 +2,6 @@
 source line and a caret under the offending text."""
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest

@@ -16,6 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
+
 from rulec import Tensor
 from rulec.cli import main as rulec_main
 from rulec.compiler import compile_project
@@ -330,7 +332,7 @@ def _all_pairs_first_shadower(rules: list[Rule], j: int) -> Rule | None:
     return None
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(_pattern_text(), st.booleans()), min_size=2, max_size=12))
 def test_shadowing_index_agrees_with_all_pairs(specs):
     from rulec.shadowing import check_shadowing

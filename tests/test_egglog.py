@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 import rulec
 from exprgen import RANGES, VARIABLES, Undefined, check_same_value, evaluate, int_exprs, leaves, node_count
-from rulec.build import build, read_manifest
 from rulec.emit_egglog import validate
 from rulec.ruleset import EngineError
 from rulec.runtime import egraph as E

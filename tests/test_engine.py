@@ -4,7 +4,6 @@ from __future__ import annotations
 import pytest
 
 from rulec.runtime.dtype import dtypes
-from rulec.runtime.ops import Ops
 from rulec.runtime.rewrite import RewriteError, graph_rewrite, graph_rewrite_map, substitute
 from rulec.runtime.uop import UOp
 

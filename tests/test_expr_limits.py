@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
+
 from rulec.runtime.dtype import dtypes
 from rulec.runtime.genlib import RESULT_MAX, RESULT_MIN, ExprLimitError, check_result
 from rulec.runtime.helpers import (INT_BITS, SEQ_LIMIT, bounded_lshift, bounded_mul, bounded_pow, bounded_range,
@@ -136,7 +138,7 @@ def test_results_at_the_64_bit_limits_are_fine(rules):
 
 # ------------------------------------------------------------------ the bounded operators
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(-2**70, 2**70), st.integers(0, 300))
 def test_bounded_int_operators_agree_with_python_within_the_limit(a, b):
     for bounded, want in ((bounded_pow, a ** b), (bounded_lshift, a << b)):  # at most 21 000 bits: cheap here

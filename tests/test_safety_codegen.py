@@ -21,6 +21,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
+
 from rulec.build import build
 from rulec.compiler import compile_project
 from rulec.diagnostics import CompileError, Loc
@@ -90,7 +92,7 @@ def files_under(root: Path) -> set[Path]:
     return {p for p in root.rglob("*")}
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=list(HealthCheck))
 @given(name=st.one_of(SLUG, HOSTILE), fname=st.one_of(SLUG, HOSTILE), doc=HOSTILE, s=HOSTILE)
 def test_hostile_rule_files_build_load_and_run_without_side_effects(name, fname, doc, s):
     with tempfile.TemporaryDirectory() as tmp:
@@ -125,7 +127,7 @@ def test_hostile_rule_files_build_load_and_run_without_side_effects(name, fname,
         assert {p for p in files_under(root) - before if out not in p.parents and p != out} == set()
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(name=HOSTILE, file=HOSTILE, when_text=HOSTILE)
 def test_emitters_escape_what_validation_would_have_refused(name, file, when_text):
     """Defense in depth: hand the code generators hostile names directly, past the parser."""
@@ -203,7 +205,7 @@ def test_callback_module_names_are_dotted_identifiers(rules):
 
 # ------------------------------------------------------------------ the escapers
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text())
 def test_py_str_is_one_line_of_python_that_means_the_text(text):
     lit = py_str(text)
@@ -211,14 +213,14 @@ def test_py_str_is_one_line_of_python_that_means_the_text(text):
     assert eval(compile(lit, "<lit>", "eval")) == text
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text())
 def test_comment_text_has_no_line_breaks(text):
     out = comment_text(text)
     assert out.isprintable() and len(out.splitlines()) <= 1
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",))))
 def test_egg_string_round_trips_through_egglog_or_refuses(text):
     from egglog import bindings as b

@@ -35,30 +35,23 @@ for new bugs run with RULEC_PROPERTY_SEARCH=n: n times as many examples, drawn a
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
+from budget import SEARCH, examples
 from rulec import Tensor
 from rulec.runtime.ops import Ops
 
 MAX_NUMEL = 1296  # 6**4: every value has at most this many elements
 BOUND_LIMIT = 2 ** 22  # no value may grow beyond this: integers below 2**24 are exact in float32, nothing overflows
-# RULEC_PROPERTY_SEARCH=n: n times more examples, drawn at random (not derandomized), to hunt for new bugs
-SEARCH = int(os.environ.get("RULEC_PROPERTY_SEARCH", "0"))
 SETTINGS = dict(deadline=None, derandomize=not SEARCH, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 
 
-
-
-def examples(n: int) -> int:
-    return n * max(1, SEARCH)
 
 
 # what realize leaves in a realized tensor (runtime/realize.py): a view of buffers and constants

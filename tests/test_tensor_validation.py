@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
+
 from rulec.runtime.dtype import dtypes
 from rulec.runtime.tensor import Tensor
 from rulec.runtime.tensor_args import AxisError, const_value
@@ -322,7 +324,7 @@ def _axis_arg(ndim: int):
     return st.one_of(st.none(), one, st.tuples(one), st.tuples(one, one), st.tuples())
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.data())
 def test_reduction_axes_match_numpy(data):
     x = data.draw(_tensor(min_size=1))  # numpy has no identity for max over nothing; rulec does (tinygrad)
@@ -345,7 +347,7 @@ def _np_reduce(name: str, x: np.ndarray, axis, keepdim: bool):
     return getattr(np, name)(x, axis=axis, keepdims=keepdim)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.data())
 def test_argmax_argmin_match_numpy(data):
     x = data.draw(_tensor())
@@ -401,7 +403,7 @@ def _np_pad(x: np.ndarray, pads: tuple) -> np.ndarray:
     return np.pad(x, pads) if pads else x  # np.pad takes no empty padding, even for a 0-d array
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=examples(250), deadline=None)
 @given(st.data())
 def test_movement_arguments_match_numpy(data):
     x = data.draw(_tensor())

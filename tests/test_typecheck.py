@@ -6,6 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
+
 from rulec.compiler import compile_project
 from rulec.runtime.dtype import ALL_DTYPES, dtypes
 from rulec.runtime.genlib import RuleTypeError
@@ -224,7 +226,7 @@ def test_symbolic_rules_need_no_run_time_dtype_checks():
 
 # ------------------------------------------------------------------ one notion of "fits"
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from([d for d in ALL_DTYPES if d.kind != "void"]),
        st.one_of(st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),
                  st.sampled_from([0, 1, 0.0, 1.0, -0.0, 2.0, 0.5])))
