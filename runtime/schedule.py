@@ -132,9 +132,12 @@ def create_schedule(sink: UOp, pipeline: Pipeline | None = None) -> tuple[list[S
     """Schedule a SINK of tensor graphs: the kernels in run order, and what each original node becomes."""
     out, contexts = run_pipeline(sink, pipeline)
     items: list[ScheduleItem] = []
-    for u in out.toposort():
-        if u.op is not Ops.KERNEL:
+    # run order is the order of the ASSIGNs, not of their KERNELs: an ASSIGN also lists the kernels that
+    # must run before it (assign ordering), which its KERNEL does not
+    for a in out.toposort():
+        if a.op is not Ops.ASSIGN or len(a.src) < 2 or a.src[1].op is not Ops.KERNEL:
             continue
+        u = a.src[1]
         bufs = tuple(s.src[0] if s.op is Ops.ASSIGN else s for s in u.src if s.op is not Ops.BIND)
         binds = tuple(s for s in u.src if s.op is Ops.BIND)
         check_kernel(u.arg.ast, bufs)  # a safety net: an unsafe kernel is a scheduler bug, never run

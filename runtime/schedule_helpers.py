@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Generator
 
+import numpy as np
+
 from .dtype import DType, PtrDType, dtypes
 from .ops import GroupOp, Ops
 from .rewrite import substitute
@@ -172,29 +174,99 @@ _SAME_INDEX = GroupOp.Elementwise | {Ops.NOOP}
 def reads_target_elsewhere(target: UOp, value: UOp) -> bool:
     """Whether an assign's `value` reads the target's buffer at an index other than the one it stores to.
 
-    Elementwise ops read their sources at their own index, so the target reached through them alone is
-    read where it is written; a movement op, a reduce, another view of the buffer, or an assign to it
-    read it elsewhere. Realized nodes (contiguous, copies, other buffers) are other kernels: not looked into.
+    Elementwise ops read their sources at their own index. A read of the target's storage through
+    movement ops (`a[1:].assign(a[1:] * 2)` as an assign to the whole of `a`: the value pads a shrink of
+    `a` back into place) is at the store's own index when the movement ops map every element they read
+    onto the element the store writes: decided exactly, by applying them to the flat indices of the
+    buffer (`_flat_reads`). A reduce, another version of the buffer (a pending assign to it), or a
+    symbolic shape reads it elsewhere. Realized nodes (contiguous, copies, other buffers) are other
+    kernels: not looked into.
     """
     buf = buffer_under(target)
     if buf is None:
         return False
-    seen: set[tuple[UOp, bool]] = set()
-    stack = [(value, True)]  # (node, read at the store's own index)
+    stores: np.ndarray | None = None
+    seen: set[tuple[UOp, tuple[UOp, ...] | None]] = set()
+    # (node, the movement ops between it and the value, innermost first; None once a reduce is passed)
+    stack: list[tuple[UOp, tuple[UOp, ...] | None]] = [(value, ())]
     while stack:
-        u, aligned = stack.pop()
-        if (u, aligned) in seen:
+        u, path = stack.pop()
+        if (u, path) in seen:
             continue
-        seen.add((u, aligned))
-        if u is target:
-            if not aligned:
+        seen.add((u, path))
+        if u is target and path == ():
+            continue
+        if buffer_under(u) is buf:
+            if path is None:
                 return True
-        elif buffer_under(u) is buf:
-            return True
+            if stores is None:
+                stores = _flat_reads(target, ())
+            reads = _flat_reads(u, path)
+            if stores is None or reads is None or _storage(u) is not _storage(target):
+                return True
+            if reads.shape != stores.shape or np.any((reads >= 0) & (reads != stores)):
+                return True
         elif u.op not in GroupOp.AlwaysContiguous:
-            keep = aligned and u.op in _SAME_INDEX
-            stack.extend((s, keep) for s in u.src)
+            if path is not None and u.op in GroupOp.Movement:
+                stack.append((u.src[0], (u, *path)))
+            else:
+                keep = path if path is not None and u.op in _SAME_INDEX else None
+                stack.extend((s, keep) for s in u.src)
     return False
+
+
+def _storage(u: UOp) -> UOp:
+    """The version of a buffer a view reads: the BUFFER below its movement ops, or a pending ASSIGN."""
+    while u.op in GroupOp.Movement:
+        u = u.src[0]
+    return u
+
+
+# the most elements whose reads `_flat_reads` enumerates; larger values count as read elsewhere
+FLAT_READS_LIMIT = 1 << 22
+
+
+def _flat_reads(view: UOp, path: tuple[UOp, ...]) -> np.ndarray | None:
+    """For every element of `path` applied to `view` (a view of a buffer; `path` innermost first), the
+    flat buffer index it reads, or -1 for padding. None when a shape is symbolic or too large."""
+    chain: list[UOp] = []
+    u = view
+    while u.op in GroupOp.Movement or u.op is Ops.ASSIGN:
+        if u.op in GroupOp.Movement:
+            chain.append(u)
+        u = u.src[0]
+    if u.op is not Ops.BUFFER or not isinstance(u.arg, int) or u.arg > FLAT_READS_LIMIT:
+        return None
+    x = np.arange(u.arg, dtype=np.int64)
+    for op in [*reversed(chain), *path]:  # from the buffer up
+        if not all(isinstance(d, int) for d in (op.shape or ())) or op.size > FLAT_READS_LIMIT:
+            return None
+        x = _move(x, op)
+        if x is None:
+            return None
+    return x
+
+
+def _move(x: np.ndarray, op: UOp) -> np.ndarray | None:
+    """One movement op applied to an array of flat indices (padding reads -1)."""
+    arg = op.arg
+    if op.op is Ops.RESHAPE:
+        return x.reshape(arg)
+    if op.op is Ops.EXPAND:
+        return np.broadcast_to(x, arg)
+    if op.op is Ops.PERMUTE:
+        return x.transpose(arg)
+    if op.op is Ops.FLIP:
+        return np.flip(x, tuple(i for i, f in enumerate(arg) if f))
+    if op.op is Ops.SHRINK:
+        if not all(isinstance(v, int) for pair in arg for v in pair):
+            return None
+        return x[tuple(slice(s, e) for s, e in arg)]
+    if op.op is Ops.PAD:
+        if not all(isinstance(v, int) for pair in arg for v in pair):
+            return None
+        return np.pad(x, arg, constant_values=-1)
+    return None
 
 
 def is_pointer(dt: DType) -> bool:

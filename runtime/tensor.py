@@ -876,7 +876,11 @@ class Tensor:
 
     def cumsum(self, axis: int = 0) -> Tensor:
         """Running sum along `axis`: out[j] = sum over i <= j, a masked sum with a triangular mask built
-        from arange comparisons (one reduction)."""
+        from arange comparisons (one reduction). A 0-d tensor is its own running sum (axis 0 or -1, as
+        tinygrad), in the dtype of a sum."""
+        if self.ndim == 0:
+            tensor_args.axes(axis, 0, (), reduction=True)
+            return self.cast(_sum_dtype(self.dtype))
         ax = _norm_axis(axis, self.ndim, self.shape)
         n = self.shape[ax]
         x = self.transpose(ax, -1)
@@ -999,7 +1003,16 @@ class Tensor:
             raise ValueError(f"cannot assign a tensor of shape {x.shape} to one of shape {self.shape}")
         if x.dtype != self.dtype:
             raise ValueError(f"cannot assign a {x.dtype.name} tensor to a {self.dtype.name} tensor")
-        self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+        base, chain = _view_of_storage(self.uop)
+        if base is None or not chain or (whole := _value_in_base(base, chain, x.uop)) is None:
+            self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+            return self
+        # an assign to a view writes the tensor it views: as tinygrad 0.14, every live tensor that reads
+        # the viewed storage reads it after the assign from now on (the base too, realized or not). Assigns
+        # made before keep the values they were given (numpy's order): they are not looked into.
+        after = UOp(Ops.ASSIGN, base.dtype, (base, whole))
+        for t in list(all_tensors):
+            t.uop = _replace_outside_assigns(t.uop, base, after)
         return self
 
 
@@ -1058,6 +1071,61 @@ def _operand(x: Any) -> Tensor | Scalar:
     if isinstance(x, np.generic):
         return x.item()
     return Tensor(x)
+
+
+def _replace_outside_assigns(root: UOp, old: UOp, new: UOp) -> UOp:
+    """`root` with `old` replaced by `new`, except inside ASSIGN nodes (other than `old` itself)."""
+    if old not in root.toposort():  # cached: most live tensors don't read `old` at all
+        return root
+    nodes = root.toposort(gate=lambda u: u is not old and u.op is not Ops.ASSIGN)
+    if old not in nodes:
+        return root
+    done: dict[UOp, UOp] = {old: new}
+    for u in nodes:
+        if u in done or u.op is Ops.ASSIGN:
+            continue
+        src = tuple(done.get(x, x) for x in u.src)
+        if src != u.src:
+            done[u] = u.replace(src=src)
+    return done.get(root, root)
+
+
+def _view_of_storage(u: UOp) -> tuple[UOp | None, list[UOp]]:
+    """The storage a view reads (a realized `BUFFER.reshape`, a bare BUFFER or a pending ASSIGN to one)
+    and the movement ops over it, outermost first; (None, []) when `u` is a computed value."""
+    chain: list[UOp] = []
+    while not (u.op in (Ops.BUFFER, Ops.ASSIGN) or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)):
+        if u.op not in _MOVEMENT:
+            return None, []
+        chain.append(u)
+        u = u.src[0]
+    return u, chain
+
+
+_MOVEMENT = {Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP}
+
+
+def _value_in_base(base: UOp, chain: list[UOp], value: UOp) -> UOp | None:
+    """The whole of `base` after the view `chain` (outermost first) of it takes `value`: the value moved
+    back through the inverse of each movement op, and the old contents where the view does not reach.
+    None when a movement op has no inverse (an expand or a pad writes some elements twice or nowhere)."""
+    mask: UOp | None = None  # where the view reaches; None: everywhere, each element once
+    for op in chain:
+        below = tuple(op.src[0].shape)
+        if op.op is Ops.SHRINK:
+            if mask is None:
+                true = UOp(Ops.RESHAPE, dtypes.bool, (UOp.const(dtypes.bool, True),), (1,) * len(op.shape))
+                mask = UOp(Ops.EXPAND, dtypes.bool, (true,), tuple(op.shape))
+            inverse: tuple[Ops, Any] = (Ops.PAD, tuple((s, n - e) for (s, e), n in zip(op.arg, below)))
+        elif op.op is Ops.PERMUTE:
+            inverse = (Ops.PERMUTE, tuple(sorted(range(len(op.arg)), key=op.arg.__getitem__)))
+        elif op.op in (Ops.FLIP, Ops.RESHAPE):
+            inverse = (op.op, op.arg if op.op is Ops.FLIP else below)
+        else:
+            return None
+        value = UOp(inverse[0], value.dtype, (value,), inverse[1])
+        mask = None if mask is None else UOp(inverse[0], mask.dtype, (mask,), inverse[1])
+    return value if mask is None else UOp(Ops.WHERE, value.dtype, (mask, value, base))
 
 
 def _reshape_buffer(buf: UOp, shape: tuple[int, ...]) -> UOp:

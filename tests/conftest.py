@@ -62,4 +62,5 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
     if kernel_check.checked:
         terminalreporter.write_line(f"kernel-AST check: {kernel_check.checked} scheduled kernels checked "
-                                    "(no load of a stored buffer at another index, no buffer bound twice)")
+                                    "(no load of a stored buffer at another index, every index within its buffer, "
+                                    "no buffer bound twice)")

@@ -83,6 +83,22 @@ def renumber_range(ctx: KernelContext, r: UOp) -> UOp | None:
 # ------------------------------------------------------------------ split_kernels callback
 
 
+def _refuse_old_and_new_reads(x: UOp) -> None:
+    """A kernel can't read a buffer both as it was (the BUFFER) and as an assign wrote it (the ASSIGN):
+    both would be one DEFINE_GLOBAL, and the old contents are gone. tinygrad calls this a cycle."""
+    from .assign import AssignCycleError
+
+    value = UOp.sink(*x.src[1:])
+    old = {u for u in value.toposort(gate=lambda u: u.op is not Ops.ASSIGN) if u.op is Ops.BUFFER}
+    new = {as_buf(a.src[0]) for a in value.toposort() if a.op is Ops.ASSIGN}
+    if both := old & new:
+        b = next(iter(both))
+        raise AssignCycleError(
+            f"cycle in the kernel graph: one kernel reads a {b.arg}-element {b.dtype.name} buffer both before "
+            f"and after an assign to it; realize the value that reads the old contents "
+            f"(.contiguous().realize()) before the assign")
+
+
 @functools.cache
 def _kernel_rules():
     from rulec.loader import load
@@ -95,6 +111,7 @@ def split_store(x: UOp) -> UOp | None:
         return None  # still inside a loop nest of an outer kernel
     if x.src[0].dtype.addrspace is AddrSpace.LOCAL:
         return None
+    _refuse_old_and_new_reads(x)
     kctx = KernelContext()
     body = graph_rewrite(x, _kernel_rules(), ctx=kctx, bottom_up=True, name="kernel split")
     ast = body if body.src[1].op is Ops.COPY else UOp.sink(body)
