@@ -17,11 +17,19 @@ from rulec.runtime.ops import OP_INFO
 
 from .callback_check import CallbackScope, find_definition
 from .diagnostics import Loc, Reporter
-from .exprs import Expr, bind_names
+from .exprs import NOT_CONSTANT, Expr, bind_names, constant_value
 from .model import Pat, Rule, RuleFile, RuleSetDef, TCapture, TExpr, TNode, TReplace, TSplice, term_walk
 from .typecheck import check_rule_types
 from .shadowing import check_shadowing
 from .variants import MAX_VARIANTS, pattern_variants, rule_can_refuse
+
+
+# Each rule set becomes two artifacts, and its egglog program is validated by running it (~40 ms): a file
+# of thousands of tiny rule sets would take minutes to build. The shipped rules have 20.
+MAX_RULESETS = 256
+# Rules generated in one build, counting a rule once per rule set that includes it: a large set included by
+# many others is compiled again for each (some 2,000 rules a second)
+MAX_GENERATED_RULES = 25_000
 
 
 def check(files: list[RuleFile], rep: Reporter) -> dict[str, RuleSetDef]:
@@ -33,8 +41,10 @@ def check(files: list[RuleFile], rep: Reporter) -> dict[str, RuleSetDef]:
                 rep.error(rs.loc, f"rule set '{rs.name}' is already defined at {prev.loc}", len(rs.name))
                 continue
             table[rs.name] = rs
+    acyclic: set[str] = set()
+    cyclic = {name for name, rs in table.items() if _cyclic(rs, table, acyclic)}
     for rs in table.values():
-        _check_includes(rs, table, rep)
+        _check_includes(rs, table, rep, rs.name in cyclic)
         seen: dict[str, Loc] = {}
         for rule in rs.rules:
             if rule.name in seen:
@@ -44,11 +54,26 @@ def check(files: list[RuleFile], rep: Reporter) -> dict[str, RuleSetDef]:
                 seen[rule.name] = rule.loc
             check_rule(rule, rep)
     filed: dict = {}  # each rule's variants, filed once for all the rule sets that include it
-    acyclic: set[str] = set()
     for rs in table.values():
-        if not _cyclic(rs, table, acyclic):
+        if rs.name not in cyclic:
             check_shadowing(rs, table, rep, filed)  # rulec/shadowing.py
     return table
+
+
+def check_build_size(table: dict[str, RuleSetDef], rep: Reporter) -> None:
+    """What a build would generate is bounded (checking is near-linear, so `rulec check` has no such limit)."""
+    total = 0
+    for i, rs in enumerate(table.values()):
+        if i == MAX_RULESETS:
+            rep.error(rs.loc, f"too many rule sets: at most {MAX_RULESETS} in one build (each is compiled "
+                              f"and validated on its own); split the files into several builds", len(rs.name))
+            return
+        total += len(rs.all_rules(table))
+        if total > MAX_GENERATED_RULES:
+            rep.error(rs.loc, f"too many rules to generate: with its includes, rule set '{rs.name}' brings "
+                              f"the build past {MAX_GENERATED_RULES} rules (a rule counts once per rule set "
+                              f"that includes it)", len(rs.name))
+            return
 
 
 def _cyclic(rs: RuleSetDef, table: dict[str, RuleSetDef], acyclic: set[str] | None = None) -> bool:
@@ -73,7 +98,9 @@ def _cyclic(rs: RuleSetDef, table: dict[str, RuleSetDef], acyclic: set[str] | No
     return False
 
 
-def _check_includes(rs: RuleSetDef, table: dict[str, RuleSetDef], rep: Reporter) -> None:
+def _check_includes(rs: RuleSetDef, table: dict[str, RuleSetDef], rep: Reporter, reaches_cycle: bool) -> None:
+    """Unknown and cyclic includes; the path of a cycle is looked for only from a set that reaches one
+    (a search per include edge would be quadratic in a file of many sets that include many others)."""
     for name, loc in rs.include:
         if name not in table:
             close = difflib.get_close_matches(name, list(table), n=1)
@@ -81,7 +108,7 @@ def _check_includes(rs: RuleSetDef, table: dict[str, RuleSetDef], rep: Reporter)
             rep.error(loc, f"include of unknown rule set '{name}'{hint}", len(name))
         elif name == rs.name:
             rep.error(loc, f"include cycle: rule set '{name}' includes itself", len(name))
-        else:
+        elif reaches_cycle:
             path = _include_path(name, rs.name, table, set())
             if path is not None:
                 rep.error(loc, f"include cycle: {' -> '.join([rs.name] + path)}", len(name))
@@ -145,6 +172,10 @@ def check_rule(rule: Rule, rep: Reporter) -> None:
     used: set[str] = set()
     if rule.when is not None:
         _bind(rule.when, rule, rep, used)
+        value = constant_value(rule.when)
+        if value is not NOT_CONSTANT and not value:
+            rep.warning(rule.when.loc, f"the guard of rule '{rule.name}' is always false: the rule never fires",
+                        len(rule.when.text.split("\n")[0]))
     if rule.rewrite is not None:
         _check_term(rule, rep, used)
     if rule.call is not None:

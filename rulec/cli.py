@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .diagnostics import CompileError, Diagnostic
+from .diagnostics import CompileError, Diagnostic, printable
 
 
 def _print_diagnostics(diags: list[Diagnostic], stream=None) -> None:
@@ -33,7 +33,18 @@ def _check_paths(paths: list[str]) -> list[str]:
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise SystemExit(_usage_error(f"no such file or directory: {', '.join(missing)}"))
+    from .parse import rule_files
+
+    empty = [p for p in paths if Path(p).is_dir() and not rule_files([p])]
+    if empty:  # checking nothing would pass: more likely a wrong folder than an intent
+        raise SystemExit(_usage_error(f"no rule files (*.yaml) in {', '.join(empty)}"))
     return paths
+
+
+def _check_output(output: str | None) -> str | None:
+    if output is not None and not output.strip():
+        raise SystemExit(_usage_error("-o needs a folder name, not an empty string"))
+    return output
 
 
 def _usage_error(msg: str) -> int:
@@ -72,7 +83,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     paths = _check_paths(args.paths) or None
     t0 = time.perf_counter()
     try:
-        res = build(paths, args.output, force=args.force)
+        res = build(paths, _check_output(args.output), force=args.force)
     except CompileError as e:
         _print_diagnostics(e.diagnostics)
         print(_summary(e.diagnostics), file=sys.stderr)
@@ -93,7 +104,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     paths = _check_paths(args.paths) or None
     try:
-        res = build(paths, args.output)
+        res = build(paths, _check_output(args.output))
     except CompileError as e:
         _print_diagnostics(e.diagnostics)
         return 1
@@ -110,14 +121,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     sections = {s for s in ("rules", "python", "egglog") if getattr(args, s)} or {"rules", "python", "egglog"}
     out = sys.stdout
     if "rules" in sections:
-        print(f";; rule set {rs.name} ({rs.loc})", file=out)
+        # a doc is free text and a file name may hold anything: neither may send escapes to the terminal
+        print(f";; rule set {rs.name} ({printable(str(rs.loc))})", file=out)
         for line in rs.doc.splitlines():
-            print(f";; {line}".rstrip(), file=out)
+            print(f";; {printable(line)}".rstrip(), file=out)
         for inc, loc in rs.include:
-            print(f";; includes {inc} ({loc})", file=out)
+            print(f";; includes {inc} ({printable(str(loc))})", file=out)
         for r in res.project.rules_of(rs.name):
             kind = f"call {r.call.module}:{r.call.function}" if r.call else "rewrite"
-            print(f"{r.loc}: {r.ruleset}/{r.name} [{kind}]", file=out)
+            print(f"{printable(str(r.loc))}: {r.ruleset}/{r.name} [{kind}]", file=out)
     out_dir = res.out_dir
     del load, RuleSetNotFound, default_build_dir
     if "python" in sections:
@@ -160,12 +172,28 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--python", action="store_true", help="only the generated Python")
     s.add_argument("--egglog", action="store_true", help="only the generated egglog")
     s.set_defaults(func=cmd_show)
+    p.set_defaults(commands={"build": b, "check": c, "show": s})
     return p
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Options may come between paths (`rulec show NAME -o DIR FILE`): argparse allows that only when a
+    command's own parser reads its arguments intermixed, which a parser with subcommands cannot."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = parser.get_default("commands").get(argv[0]) if argv else None
+    if command is None:
+        return parser.parse_args(argv)
+    args = command.parse_intermixed_args(argv[1:])
+    args.command = argv[0]
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = _parse(parser, argv)
+    except SystemExit as e:  # usage errors, --help, --version: a status like every other outcome
+        return int(e.code or 0)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2

@@ -1,6 +1,7 @@
 """The front half of the compiler: read rule files, parse them, check them."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from .model import Rule, RuleFile, RuleSetDef
 from .optable_check import check_op_table, is_op_table
 from .parse import parse_file, rule_files
 from .pipeline_check import PipelineSpec, is_pipeline_file, read_pipeline
+from .reading import SourceError, read_source
 
 
 @dataclass
@@ -45,7 +47,8 @@ class Project:
 def display_path(p: Path) -> str:
     """Paths in diagnostics: relative to the working directory when below it."""
     try:
-        return str(p.resolve().relative_to(Path.cwd().resolve()))
+        # realpath, unlike Path.resolve, accepts a symlink loop (that file's error is that it can't be read)
+        return str(Path(os.path.realpath(p)).relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(p)
 
@@ -65,12 +68,9 @@ def compile_project(paths: list[str | Path], import_callbacks: bool = False) -> 
     for f in files:
         name = display_path(f)
         try:
-            text = f.read_text(encoding="utf-8")
-        except OSError as e:
-            rep.error(None, f"cannot read {name}: {e.strerror or e}")
-            continue
-        except UnicodeDecodeError as e:
-            rep.error(None, f"{name} is not UTF-8 text (byte {e.start}: {e.reason})")
+            text = read_source(f, name)
+        except SourceError as e:
+            rep.error(e.loc, str(e))
             continue
         sources[name] = text
         try:

@@ -28,8 +28,8 @@ class Diagnostic:
     length: int = 1
 
     def render(self, sources: dict[str, list[str]] | None = None) -> str:
-        where = f"{self.loc}: " if self.loc else ""
-        text = f"{where}{self.severity}: {self.message}"
+        where = f"{printable(str(self.loc))}: " if self.loc else ""
+        text = f"{where}{self.severity}: {printable(self.message)}"
         if self.loc is None:
             return text
         lines = (sources or {}).get(self.loc.file) or _read_lines(self.loc.file)
@@ -40,7 +40,16 @@ class Diagnostic:
         return text
 
 
+def printable(text: str) -> str:
+    """`text` safe to print to a terminal: a character that is not printable (an escape sequence, a bell, a
+    newline in a file name, a bidi override) is shown as its Python escape. Messages quote rule-file text."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 EXCERPT_WIDTH = 200
+EXCERPT_READ_BYTES = 2 << 20  # more than a rule file may have (rulec/reading.py)
 
 
 def _excerpt(line: str, col: int) -> tuple[str, int]:
@@ -61,8 +70,12 @@ def _excerpt(line: str, col: int) -> tuple[str, int]:
 
 
 def _read_lines(path: str) -> list[str]:
-    try:
-        return Path(path).read_text().splitlines()
+    p = Path(path)
+    try:  # only a regular file: a diagnostic may name a FIFO or a device; bad bytes show as marks
+        if not p.is_file():
+            return []
+        with open(p, "rb") as f:  # a file too large to compile is shown by its start, not read whole
+            return f.read(EXCERPT_READ_BYTES).decode("utf-8", errors="replace").splitlines()
     except OSError:
         return []
 

@@ -554,6 +554,8 @@ class _Variant:
                 atoms += [f"(<= (dmin {d.expr}) {x})", f"(<= {x} (dmax {d.expr}))"]
             return [atoms]
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("is_const", "is_int"):
+            if len(n.args) != 1:
+                raise self.fail(n, "takes one node")
             (a,) = n.args
             x = self.val(a)
             if x.kind != "node":

@@ -97,7 +97,7 @@ class PythonEmitter:
             "from rulec.runtime.dtype import dtypes",
             "from rulec.runtime.genlib import ExprLimitError, as_node, check_result",
             "from rulec.runtime.genlib import as_dtype, check_kept_dtype, const_arg",
-            "from rulec.runtime.helpers import OPERATORS as _OPERATORS",
+            "from rulec.runtime.helpers import OPERATORS as _OPERATORS, bounded_value",
             *(f"{op} = _OPERATORS[{py_str(op)}]" for op in sorted(OPERATORS)),
             "from rulec.runtime.matcher import Matcher, RuleInfo",
             "from rulec.runtime.ops import Ops",
@@ -219,7 +219,7 @@ class PythonEmitter:
         if isinstance(t, TConst):
             return _literal(t.value)
         if isinstance(t, TExpr):
-            return f"check_result({self.expr(t.expr)})"
+            return f"check_result(bounded_value({self.expr(t.expr)}))"
         raise TypeError(t)
 
     def dtype(self, d: DType | Expr) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import copy
 import difflib
+import inspect
 import operator
 import warnings
 from dataclasses import dataclass, field
@@ -147,6 +148,9 @@ def parse_expr(text: str, loc: Loc, locate: Locate | None = None) -> Expr:
                                 lead + end - len(f.attr) - 1, len(f.attr) + 1)
             if not isinstance(node.func, ast.Name):
                 raise fail("only registered helpers can be called, by name: helper(x)", node.func)
+            problem = _arity_problem(node.func.id, len(node.args))
+            if problem:
+                raise fail(problem, node)
         if isinstance(node, ast.Compare):
             for op, right in zip(node.ops, node.comparators):
                 if isinstance(op, (ast.Is, ast.IsNot)) and _is_value_literal(right):
@@ -167,9 +171,10 @@ def parse_expr(text: str, loc: Loc, locate: Locate | None = None) -> Expr:
 
 # ------------------------------------------------------------------ limits
 # The operators that can build a huge value from small operands run bounded (runtime/helpers.py):
-# `**`, `<<` and `*` compile to these calls. Where their operands are constants the same functions
-# run here, at check time, so `9**9**9` is an error in the rule file rather than a hang at build.
-_BOUNDED_OPS = {ast.Pow: "_op_pow", ast.LShift: "_op_lshift", ast.Mult: "_op_mul"}
+# `**`, `<<`, `*` and `%` (formatting a string) compile to these calls. Where their operands are
+# constants the same functions run here, at check time, so `9**9**9` is an error in the rule file
+# rather than a hang at build.
+_BOUNDED_OPS = {ast.Pow: "_op_pow", ast.LShift: "_op_lshift", ast.Mult: "_op_mul", ast.Mod: "_op_mod"}
 assert set(_BOUNDED_OPS.values()) <= set(OPERATORS)
 _FOLD_BINOPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: bounded_mul, ast.Div: operator.truediv,
@@ -217,6 +222,17 @@ def _fold(node: ast.AST, fail: Callable[..., ExprError]) -> object:
     return _UNKNOWN
 
 
+NOT_CONSTANT = _UNKNOWN
+
+
+def constant_value(expr: Expr) -> object:
+    """The value of an expression of literals and arithmetic alone (`None`, `0`, `1 - 1`), else NOT_CONSTANT."""
+    try:
+        return _fold(expr.tree.body, lambda message, node, length=None: ExprError(message, 0))
+    except ExprError:  # past a limit: reported when the expression was parsed
+        return NOT_CONSTANT
+
+
 def _apply(fn: Callable | None, args: tuple, node: ast.AST, fail: Callable[..., ExprError]) -> object:
     if fn is None or any(a is _UNKNOWN for a in args):
         return _UNKNOWN
@@ -228,28 +244,38 @@ def _apply(fn: Callable | None, args: tuple, node: ast.AST, fail: Callable[..., 
         return _UNKNOWN
 
 
-def _check_loops(node: ast.AST, size: int, fail: Callable[..., ExprError]) -> None:
+# Loops over the graph's own data (`for s in x.src`) nested in one another: n sources nested k deep run
+# n**k times, and a SINK may have thousands of sources
+MAX_GRAPH_LOOP_NESTING = 2
+
+
+def _check_loops(node: ast.AST, size: int, fail: Callable[..., ExprError], graph_loops: int = 0) -> None:
     """Comprehensions: the sequences an expression builds itself (range(), `*`) and loops over,
     multiplied along any path of nested loops, stay within SEQ_LIMIT items.
 
     A built sequence of unknown length counts as SEQ_LIMIT; loops over the graph's own data are bounded
-    by the graph and count as one.
+    by the graph and count as one, but at most MAX_GRAPH_LOOP_NESTING of them may nest.
     """
     if isinstance(node, (ast.GeneratorExp, ast.ListComp)):
         for gen in node.generators:
-            _check_loops(gen.iter, size, fail)
+            _check_loops(gen.iter, size, fail, graph_loops)
             if _builds_sequence(gen.iter):
                 value = _fold(gen.iter, fail)
                 size *= max(1, len(value)) if isinstance(value, (range, tuple, list, str, bytes)) else SEQ_LIMIT
                 if size > SEQ_LIMIT:
                     raise fail(f"nested loops over range() or repeated sequences may run more than {SEQ_LIMIT} "
                                "times in all: their sizes multiply", gen.iter)
+            elif _fold(gen.iter, fail) is _UNKNOWN:
+                graph_loops += 1
+                if graph_loops > MAX_GRAPH_LOOP_NESTING:
+                    raise fail(f"loops over the graph's data may nest at most {MAX_GRAPH_LOOP_NESTING} deep "
+                               f"(n sources nested k deep run n**k times)", gen.iter)
             for cond in gen.ifs:
-                _check_loops(cond, size, fail)
-        _check_loops(node.elt, size, fail)
+                _check_loops(cond, size, fail, graph_loops)
+        _check_loops(node.elt, size, fail, graph_loops)
         return
     for child in ast.iter_child_nodes(node):
-        _check_loops(child, size, fail)
+        _check_loops(child, size, fail, graph_loops)
 
 
 def _builds_sequence(node: ast.AST) -> bool:
@@ -258,7 +284,7 @@ def _builds_sequence(node: ast.AST) -> bool:
 
 
 def _bounded_call(node: ast.BinOp) -> ast.AST:
-    """`a ** b`, `a << b`, `a * b` as a call of the bounded operator; plain where it cannot grow."""
+    """`a ** b`, `a << b`, `a * b`, `a % b` as a call of the bounded operator; plain where it cannot grow."""
     name = _BOUNDED_OPS.get(type(node.op))
     if name is None:
         return node
@@ -267,6 +293,23 @@ def _bounded_call(node: ast.BinOp) -> ast.AST:
         return node  # checked when the rule file was, or a float: it overflows with an error, quickly
     return ast.copy_location(ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=[node.left, node.right],
                                       keywords=[]), node)
+
+
+def _arity_problem(name: str, n_args: int) -> str | None:
+    """Why a registered helper can't take `n_args` positional arguments, or None (also for builtins such as
+    max() whose signature Python does not expose: those fail at run time, naming the rule)."""
+    fn = HELPERS.get(name)
+    if fn is None:
+        return None  # not a helper: reported when names are bound
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        sig.bind(*range(n_args))
+    except TypeError as e:
+        return f"{name}() cannot take {n_args} argument{'s' * (n_args != 1)}: {e}"
+    return None
 
 
 def _is_value_literal(node: ast.AST) -> bool:

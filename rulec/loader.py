@@ -9,6 +9,7 @@ compiled from the very bytes whose hash was checked, never re-read from disk.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -65,9 +66,27 @@ def _import_artifact(path: Path, code: bytes, digest: str, source_dirs: list[str
 def _resolve_sources(name_or_path: str | Path, name: str | None) -> tuple[list[Path], str | None]:
     text = str(name_or_path)
     path_part, _, suffix = text.rpartition(":") if ":" in text and not Path(text).exists() else (text, "", "")
+    if not path_part:  # Path("") is the working directory: never load that by accident
+        return default_sources(), name or text
     if Path(path_part).exists() and (Path(path_part).is_dir() or path_part.endswith((".yaml", ".yml"))):
         return [Path(path_part)], name or (suffix or None)
+    if path_part.endswith((".yaml", ".yml")):  # meant as a file: say so rather than "no rule set named x.yaml"
+        raise FileNotFoundError(f"no such rule file: {path_part}")
     return default_sources(), name or text
+
+
+def _check_arguments(name_or_path: object, name: object, build_dir: object, rebuild: object) -> None:
+    """Wrong types fail here, by the argument's name, rather than deep inside as a TypeError or a path."""
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise TypeError(f"load(): name_or_path must be a str or a path, not {type(name_or_path).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"load(): name must be a str or None, not {type(name).__name__}")
+    if build_dir is not None and not isinstance(build_dir, (str, os.PathLike)):
+        raise TypeError(f"load(): build_dir must be a str, a path or None, not {type(build_dir).__name__}")
+    if build_dir is not None and not str(build_dir).strip():
+        raise ValueError("load(): build_dir is an empty string (pass None for the default cache folder)")
+    if not isinstance(rebuild, bool):
+        raise TypeError(f"load(): rebuild must be True or False, not {type(rebuild).__name__}")
 
 
 def _pick_name(sets: dict, source: Path, name: str | None) -> str:
@@ -114,6 +133,7 @@ def load(name_or_path: str | Path, name: str | None = None, build_dir: str | Pat
     rebuild=False) when the build is out of date or damaged, BuildFolderError when
     a rebuild is needed and the build folder can't be written.
     """
+    _check_arguments(name_or_path, name, build_dir, rebuild)
     sources, name = _resolve_sources(name_or_path, name)
     out = Path(build_dir) if build_dir is not None else default_build_dir(sources)
     rs, problem = _try_load(out, sources, name)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import keyword
+import os
 import re
 from pathlib import Path
 
@@ -35,6 +36,9 @@ RULESET_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 # ASCII letters, digits, '_', '-' and '.', so that every generator can write them as they are
 RULE_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z", re.ASCII)
 RULE_KEYS = ("name", "doc", "match", "when", "rewrite", "call")
+# a `match` or `rewrite` text: 30x the longest shipped one. Every atom gets its file position, and locating
+# one in a quoted scalar costs time in proportion to the text, so thousands of atoms would take minutes
+MAX_SEXPR_CHARS = 4096
 
 
 def _unknown_key(rep: Reporter, node: YNode, key: str, allowed: tuple[str, ...], what: str) -> None:
@@ -133,7 +137,10 @@ def _parse_ruleset(path: str, name: str, loc: Loc, node: YNode, rep: Reporter) -
 
 def _text(node: YNode, what: str, rep: Reporter) -> str | None:
     v = node.value
-    if isinstance(v, bool) or v is None:
+    if v is None:  # `when:` or `match: ~` left empty, not the Python constant None
+        rep.error(node.loc, f"`{what}:` has no value")
+        return None
+    if isinstance(v, bool):
         v = str(v)
     if isinstance(v, (int, float)):
         v = repr(v)
@@ -233,6 +240,9 @@ class _ReadError(PatternError):
 
 
 def _read(text: str, node: YNode):
+    if len(text) > MAX_SEXPR_CHARS:
+        raise _ReadError(f"pattern of {len(text)} characters; a match or rewrite may have at most {MAX_SEXPR_CHARS}",
+                         node.loc)
     try:
         return read_sexpr(text)
     except SexprError as e:
@@ -243,11 +253,14 @@ def rule_files(paths: list[str | Path]) -> list[Path]:
     """Expand folders into their *.yaml files (recursively), in a stable order.
 
     The op table (ops.yaml) and pipeline files are among them: the compiler checks each by its kind.
+    A file named twice (itself and through its folder, or by two spellings) is read once.
     """
     out: list[Path] = []
+    seen: set[str] = set()
     for p in map(Path, paths):
-        if p.is_dir():
-            out.extend(sorted(p.rglob("*.yaml")))
-        else:
-            out.append(p)
+        for f in sorted(p.rglob("*.yaml")) if p.is_dir() else [p]:
+            key = os.path.realpath(f)
+            if key not in seen:
+                seen.add(key)
+                out.append(f)
     return out

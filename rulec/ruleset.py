@@ -31,13 +31,20 @@ class RuleSet:
 
     def __add__(self, other: RuleSet) -> RuleSet:
         """Both rule sets, this one's rules first (Python engine only)."""
+        if not isinstance(other, RuleSet):
+            return NotImplemented  # `rs + 5`: Python's TypeError, naming both types
         return RuleSet(f"{self.name}+{other.name}", self.doc, self.matcher + other.matcher, None,
                        self.has_callbacks or other.has_callbacks)
 
     def rewrite(self, graph: UOp, engine: str = "python", ctx: Any = None, bottom_up: bool = False,
                 **options: Any) -> UOp:
         """Rewrite `graph` to a fixed point with the generated matcher, or with egglog."""
+        if not isinstance(graph, UOp):
+            raise TypeError(f"the graph to rewrite must be a UOp, not {type(graph).__name__}")
         if engine == "python":
+            if options:  # the egglog engine's options would be silently ignored here
+                raise TypeError(f"the python engine takes no option {', '.join(map(repr, options))} "
+                                f"(those are the egglog engine's)")
             return graph_rewrite(graph, self.matcher, ctx=ctx, bottom_up=bottom_up, name=self.name)
         if engine == "egglog":
             from rulec.runtime.egraph import run_egglog

@@ -685,6 +685,24 @@ def _rule_for_error(egg: EggFile, msg: str) -> str:
     return ""
 
 
+def _check_options(graph: Any, iterations: Any, node_limit: Any, time_limit: Any, analysis_iterations: Any,
+                   stats: Any) -> None:
+    """Bad options fail by name, before egglog sees them (a negative count would silently run nothing)."""
+    if not isinstance(graph, UOp):
+        raise TypeError(f"the graph to rewrite must be a UOp, not {type(graph).__name__}")
+    for name, v, least in (("iterations", iterations, 0), ("analysis_iterations", analysis_iterations, 1),
+                           ("node_limit", node_limit, 1)):
+        if v is None and name == "node_limit":
+            continue
+        if type(v) is not int or v < least:
+            raise ValueError(f"{name} must be an integer >= {least}, not {v!r}")
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
+                                   or not time_limit >= 0):  # `not >=`: NaN is refused too
+        raise ValueError(f"time_limit must be a number of seconds >= 0 or None, not {time_limit!r}")
+    if stats is not None and not isinstance(stats, dict):
+        raise TypeError(f"stats must be a dict to fill or None, not {type(stats).__name__}")
+
+
 def run_egglog(ruleset: Any, graph: UOp, *, iterations: int = 30, node_limit: int | None = None,
                time_limit: float | None = None, analysis_iterations: int = 30,
                commutativity: bool = False, allow_partial: bool = False, stats: dict | None = None) -> UOp:
@@ -701,6 +719,7 @@ def run_egglog(ruleset: Any, graph: UOp, *, iterations: int = 30, node_limit: in
     """
     from egglog import bindings as b
 
+    _check_options(graph, iterations, node_limit, time_limit, analysis_iterations, stats)
     EngineError = _engine_error()
     t_start = time.perf_counter()
     path = Path(ruleset.egglog_path)

@@ -12,15 +12,17 @@ from .bounds import c_div, c_mod
 from .dtype import DType, dtypes
 from .genlib import ExprLimitError, check_result
 from .ops import Ops
-from .shape import prod
 from .uop import UOp
 
 
 # ---- bounds on what one expression may build. Every other operator grows its result by at most a
-# constant factor (`a * b` of two integers: the sum of their bits), so an expression of bounded
-# text over 64-bit inputs stays small; these are the ones that do not, plus the iteration source.
+# constant number of bits or items, so an expression of bounded text over 64-bit inputs stays small;
+# these are the ones that do not, plus the iteration source.
 INT_BITS = 128  # `**` and `<<` results: room for a product of two 64-bit values, as `fits_int64(a * b)` needs
 SEQ_LIMIT = 4096  # items of a range() and of a sequence built by repetition or by sum()
+# `*` of integers: a comprehension may bind a product and square it again in a nested one
+# (`all(... for b in [prod([a, a])])`), doubling its bits at each level; far above any 64-bit check
+PRODUCT_BITS = 1024
 
 _SEQUENCES = (str, bytes, tuple, list)
 
@@ -45,8 +47,11 @@ def bounded_lshift(a: Any, b: Any) -> Any:
 
 
 def bounded_mul(a: Any, b: Any) -> Any:
-    """`a * b`; a sequence repeated into more than SEQ_LIMIT items is refused before it is built."""
+    """`a * b`; a sequence repeated into more than SEQ_LIMIT items, or an integer product of more than
+    PRODUCT_BITS bits, is refused before it is built."""
     if type(a) is int and type(b) is int:  # the common case, first
+        if a.bit_length() + b.bit_length() > PRODUCT_BITS:
+            _product_too_large(a, b)
         return a * b
     if isinstance(a, _SEQUENCES) and isinstance(b, int):
         _check_len(len(a), b, a)
@@ -55,10 +60,65 @@ def bounded_mul(a: Any, b: Any) -> Any:
     return a * b
 
 
+def _product_too_large(a: int, b: int) -> None:
+    raise ExprLimitError(f"{_short(a)} * {_short(b)} has more than {PRODUCT_BITS} bits")
+
+
+def bounded_prod(xs: Any) -> Any:
+    """`prod(xs)`, with every step bounded as `*` is."""
+    total = 1
+    for v in xs:
+        total = bounded_mul(total, v) if type(v) is int and type(total) is int else total * v
+    return total
+
+
 def _check_len(n: int, times: int, seq: Any) -> None:
     if n and times > 0 and n * times > SEQ_LIMIT:
         raise ExprLimitError(f"a {type(seq).__name__} of {n} repeated {_short(times)} times has more than "
                              f"{SEQ_LIMIT} items")
+
+
+def bounded_mod(a: Any, b: Any) -> Any:
+    """`a % b`; with a string on the left that is formatting, refused as it is for a string literal
+    ('%0999999999d' % 1 is as large as it looks)."""
+    if isinstance(a, (str, bytes)):
+        raise ExprLimitError(f"string formatting with % is not allowed in rule expressions ({_brief(a)} % ...)")
+    return a % b
+
+
+MAX_VALUE_DEPTH = 32  # tuples in tuples in a node's arg or tag
+
+
+def bounded_value(value: Any) -> Any:
+    """`value` unchanged if it is small enough to put into a node's arg or tag.
+
+    A node's arg and tag are hashed and compared whole at every rewrite, and a rule may build them from the
+    node's own (`(replace n :tag {(n.tag, n.tag)})`), so their size could double at each step. At most
+    SEQ_LIMIT items in all (a string counts its characters), nested at most MAX_VALUE_DEPTH deep. Counting
+    stops at the limit, so a huge value costs no more to refuse than a small one to accept.
+    """
+    if type(value) in (int, float, bool) or value is None:  # the common case, first
+        return value
+    count, stack = 0, [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_VALUE_DEPTH:
+            raise ExprLimitError(f"a result nests tuples or lists more than {MAX_VALUE_DEPTH} deep")
+        if isinstance(v, (tuple, list)):
+            count += len(v)
+            stack.extend((x, depth + 1) for x in v[:SEQ_LIMIT + 1])
+        elif isinstance(v, (str, bytes, range)):
+            count += len(v)
+        else:
+            count += 1
+        if count > SEQ_LIMIT:
+            raise ExprLimitError(f"a result holds more than {SEQ_LIMIT} items (strings count their characters)")
+    return value
+
+
+def _brief(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def bounded_range(*args: int) -> range:
@@ -92,10 +152,10 @@ def _short(v: Any) -> str:
     return repr(v)
 
 
-# The operators an expression's `**`, `<<` and `*` compile to (exprs.py), by the name the generated
+# The operators an expression's `**`, `<<`, `*` and `%` compile to (exprs.py), by the name the generated
 # module gives them.
 OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
-    "_op_pow": bounded_pow, "_op_lshift": bounded_lshift, "_op_mul": bounded_mul,
+    "_op_pow": bounded_pow, "_op_lshift": bounded_lshift, "_op_mul": bounded_mul, "_op_mod": bounded_mod,
 }
 
 
@@ -165,7 +225,7 @@ HELPERS: dict[str, Callable[..., Any]] = {
     "int": int, "float": float, "bool": bool, "tuple": tuple, "range": bounded_range, "sorted": sorted,
     "zip": zip, "enumerate": enumerate, "isinstance_int": lambda v: isinstance(v, int) and not isinstance(v, bool),
     # arithmetic with the IR's semantics
-    "c_div": c_div, "c_mod": c_mod, "gcd": math.gcd, "prod": prod, "argsort": argsort,
+    "c_div": c_div, "c_mod": c_mod, "gcd": math.gcd, "prod": bounded_prod, "argsort": argsort,
     "fits_int64": fits_int64, "fits_dtype": fits_dtype, "ceil_div": ceil_div,
     # nodes
     "const_like": const_like, "const": const, "identity_element": identity_element,

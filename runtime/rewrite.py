@@ -39,6 +39,8 @@ def _as_matcher(rules: Matcher | HasMatcher) -> Matcher:
 
 class _Rewriter:
     def __init__(self, rules: Matcher | HasMatcher, ctx: Any, bottom_up: bool, name: str | None):
+        if not isinstance(rules, Matcher) and not isinstance(getattr(rules, "matcher", None), Matcher):
+            raise TypeError(f"rules must be a Matcher or a loaded rule set, not {type(rules).__name__}")
         self.matcher = _as_matcher(rules)
         self.dispatch = self.matcher.dispatch
         self.ctx = ctx
@@ -116,7 +118,9 @@ class _Rewriter:
             info = self.matcher.rules[rid]
             raise RewriteError(f"rule {info} returned {type(r).__name__}, not a UOp")
         self.rewrote[n] = (r, rid)
-        self.steps += 1
+        # a step costs the walk about one unit per source of its result: counting that, not just steps, bounds
+        # the time of a rule that widens a node at every step (`(SINK ...s) -> (SINK ...s 0)`) as well
+        self.steps += 1 + len(r.src)
         if self.steps > self.step_limit:
             raise self._nontermination(n)
 
@@ -191,6 +195,8 @@ class _Rewriter:
 
     # -- the walk
     def run(self, root: UOp) -> UOp:
+        if not isinstance(root, UOp):
+            raise TypeError(f"the graph to rewrite must be a UOp, not {type(root).__name__}")
         self.step_limit = max(100_000, 100 * len(root.toposort()))
         replace, bottom_up = self.replace, self.bottom_up
         waiting: dict[UOp, list[tuple[UOp, int, UOp]]] = {}

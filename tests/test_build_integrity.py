@@ -121,7 +121,7 @@ def test_sigkill_at_random_points_then_load_equals_current_sources(tmp_path):
 
 def test_temp_files_of_a_killed_build_are_swept_once_abandoned(project):
     src, out = project
-    old, young = out / ".k0.py.abc123", out / ".k1.egg.def456"
+    old, young = out / ".k0.py.abc123.rulec-tmp", out / ".k1.egg.def456.rulec-tmp"
     old.write_text("half")
     young.write_text("half")
     os.utime(old, (time.time() - 3600, time.time() - 3600))
