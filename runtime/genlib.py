@@ -64,15 +64,17 @@ class RuleTypeError(TypeError):
 
 
 def const_fits(dtype: DType, value: Any) -> bool:
-    """Whether a CONST of `dtype` holds `value` exactly: a number, integral for an int, 0 or 1 for a bool,
-    a float for a float (its Python float, whatever the width)."""
+    """Whether a CONST of `dtype` holds `value` exactly: a number, integral and in range for an int, 0 or 1
+    for a bool, a float for a float (its Python float, whatever the width)."""
     if not isinstance(value, (bool, int, float)):
         return False
     kind = dtype.kind
     if kind == "bool":
         return value in (0, 1)
-    if kind in ("int", "uint", "index") and isinstance(value, float):
-        return math.isfinite(value) and value.is_integer()
+    if kind in ("int", "uint", "index"):
+        if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+            return False
+        return dtype.min <= value <= dtype.max  # wrapping is C's undefined signed overflow: refused
     if kind == "float" and isinstance(value, int):  # stored as a Python float: 2**53 + 1 is not one
         try:
             return float(value) == value

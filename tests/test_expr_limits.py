@@ -130,10 +130,14 @@ def test_results_and_node_args_are_bounded_at_run_time(rules):
 
 
 def test_results_at_the_64_bit_limits_are_fine(rules):
-    rs = rules.load(guard_rule("k.arg == 1", "(ADD x {(1 << 64) - 1})"))
-    assert rs.rewrite(x + c(1)) is x + c(RESULT_MAX)
+    rs = rules.load(guard_rule("k.arg == 1", "(ADD x {(1 << 63) - 1})"))
+    assert rs.rewrite(x + c(1)) is x + c(dtypes.index.max)
     rs = rules.load(guard_rule("k.arg == 1", "(ADD x {-(1 << 63)})"))
     assert rs.rewrite(x + c(1)) is x + c(RESULT_MIN)
+    # within the IR's 64 bits but not the dtype's: an index is signed
+    rs = rules.load(guard_rule("k.arg == 1", "(ADD x {(1 << 64) - 1})"))
+    with pytest.raises(TypeError, match=f"rule s/limited: .*{RESULT_MAX} does not fit"):
+        rs.rewrite(x + c(1))
 
 
 # ------------------------------------------------------------------ the bounded operators
