@@ -1074,7 +1074,9 @@ class EggEmitter:
 
 def validate(pre: list[tuple[str, str]], rules: list[tuple[str, str]]) -> list[str | None]:
     """Load the program into egglog rule by rule; return egglog's complaint per rule (None: accepted)."""
-    from egglog import bindings as b
+    from rulec.runtime.egglog_bindings import bindings
+
+    b = bindings()
 
     eg = b.EGraph()
     for kind, text in pre:

@@ -482,7 +482,9 @@ def _session(path: Path, expected_sha256: str | None = None):
     (well under a millisecond): a program that no longer matches the build it was loaded
     from is refused, and the cache is keyed by content, so an edited file is never served stale.
     """
-    from egglog import bindings as b
+    from .egglog_bindings import bindings
+
+    b = bindings()
 
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
@@ -717,7 +719,9 @@ def run_egglog(ruleset: Any, graph: UOp, *, iterations: int = 30, node_limit: in
     allow_partial        run even when some rules (or callbacks) could not be compiled to egglog
     stats                a dict to fill: matches per rule, rounds, e-nodes, stop reason, timings
     """
-    from egglog import bindings as b
+    from .egglog_bindings import bindings
+
+    b = bindings()
 
     _check_options(graph, iterations, node_limit, time_limit, analysis_iterations, stats)
     EngineError = _engine_error()
