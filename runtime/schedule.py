@@ -34,6 +34,8 @@ class Pipeline:
     path: Path
     contexts: dict[str, str]  # name -> "list", "dict" or "module:factory"
     stages: list[Stage]
+    # each context factory and call step, imported once (a schedule runs every stage)
+    _imported: dict[str, Callable[..., Any]] = field(default_factory=dict, repr=False, compare=False)
 
     def without(self, *names: str) -> Pipeline:
         """A copy with the named stages removed (for experiments)."""
@@ -43,17 +45,21 @@ class Pipeline:
         """A context factory or call step: imported here, and only if defined in its (declared) module."""
         if ref in PLAIN_CONTEXTS:
             return {"list": list, "dict": dict}[ref]
-        from .callback_import import load_defined
+        fn = self._imported.get(ref)
+        if fn is None:
+            from .callback_import import load_defined
 
-        module, _, name = ref.partition(":")
-        return load_defined(module, name, [str(self.path.resolve().parent)])
+            module, _, name = ref.partition(":")
+            fn = self._imported[ref] = load_defined(module, name, [str(self.path.resolve().parent)])
+        return fn
 
 
 PLAIN_CONTEXTS = ("list", "dict")
 
 
+@functools.cache
 def default_pipeline_path() -> Path:
-    return rules_dir() / "schedule" / "pipeline.yaml"
+    return (rules_dir() / "schedule" / "pipeline.yaml").resolve()
 
 
 @functools.cache
@@ -62,8 +68,8 @@ def _cached_pipeline(path: str, mtime: float) -> Pipeline:
 
 
 def load_pipeline(path: str | Path | None = None) -> Pipeline:
-    p = Path(path) if path is not None else default_pipeline_path()
-    return _cached_pipeline(str(p.resolve()), p.stat().st_mtime)
+    p = Path(path).resolve() if path is not None else default_pipeline_path()
+    return _cached_pipeline(str(p), p.stat().st_mtime)
 
 
 def parse_pipeline(path: Path) -> Pipeline:
