@@ -124,6 +124,11 @@ def load_yaml(filename: str, text: str) -> YNode | None:
         _check_nesting(filename, text)
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as e:
+        if "nesting depth" in str(e.problem) and e.problem_mark is not None:
+            # newer libyaml scans ahead and stops at its own limit (1000) before the parser reaches ours
+            mark = e.problem_mark
+            raise CompileError([Diagnostic("error", Loc(filename, mark.line + 1, mark.column + 1),
+                                           f"invalid YAML: nested deeper than {MAX_NESTING} levels")]) from None
         raise CompileError([_yaml_error(filename, text, e)]) from None
     except yaml.reader.ReaderError as e:  # a character YAML does not allow (control characters, ...)
         line = text.count("\n", 0, e.position)

@@ -216,7 +216,10 @@ def test_yaml_nested_too_deep_is_refused_before_composing(rules, depth):
     t0 = time.perf_counter()
     [d] = errors(rules, "s: " + "[" * depth + "]" * depth + "\n")
     assert time.perf_counter() - t0 < 5
-    assert (d.loc.line, d.loc.col, d.message) == (1, 103, "invalid YAML: nested deeper than 100 levels")  # the root mapping is level 1
+    assert (d.loc.line, d.message) == (1, "invalid YAML: nested deeper than 100 levels")
+    # at the 101st level (the root mapping is level 1); PyYAML 6.0.4's libyaml scans ahead and stops at
+    # its own limit, 1000 levels, before the event stream reaches ours
+    assert d.loc.col in (103, 1003)
 
 
 def test_yaml_at_the_nesting_limit_is_read(rules):
