@@ -18,6 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import SEARCH, examples
+
 from rulec import Tensor
 from rulec.runtime import kernel_bounds
 from rulec.runtime.callbacks.assign import AssignCycleError
@@ -221,7 +223,7 @@ def _fit(t, a, shape):
     return None
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, database=None,
+@settings(max_examples=examples(80), deadline=None, derandomize=not SEARCH, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.data())
 def test_random_assign_programs_equal_numpy(data):
