@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from budget import examples
@@ -360,6 +360,9 @@ def test_mutated_shipped_rule_files_give_diagnostics_or_succeed(tmp_path, seed, 
     except CompileError as e:
         assert all(d.loc is None or d.loc.file.endswith(src.name) for d in e.diagnostics)
         assert all(":" in d.render() for d in e.diagnostics)
+        event("refused with diagnostics")
+    else:
+        event("checked clean")
 
 
 # ------------------------------------------------------------------ a fuzzer of guards and computed results
@@ -406,12 +409,15 @@ def test_random_guards_and_results_compile_or_fail_cleanly(tmp_path_factory, gua
     try:
         build([f], root / "out")
     except CompileError:
+        event("refused at check time")
         return
     rs = rulec.load(f"{f}:demo", build_dir=root / "out")
     for engine in ("python", "egglog"):
         try:
             rs.rewrite(UOp.sink(x + 3, x * -2), engine=engine)
+            event(f"{engine}: rewrote")
         except (RewriteError, EngineError):
-            pass
+            event(f"{engine}: engine error")
         except Exception as e:  # a guard or result that fails at run time: the error names the rule
             assert "rule demo/r" in str(e), repr(e)
+            event(f"{engine}: run-time error naming the rule")

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from budget import examples
@@ -115,6 +115,7 @@ def test_hostile_rule_files_build_load_and_run_without_side_effects(name, fname,
                 assert all(d.loc is not None for d in e.diagnostics), e
                 assert LOCATED.match(str(e)), str(e)
                 assert not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or "{" in s or "}" in s, str(e)
+                event("refused with a located diagnostic")
             else:
                 check_generated(out)
                 rs = load(path, build_dir=out)
@@ -123,6 +124,7 @@ def test_hostile_rule_files_build_load_and_run_without_side_effects(name, fname,
                 assert rs.rewrite(x + c(3)) is x
                 assert rs.rewrite(x * 1).tag == s
                 assert rs.rewrite(x + c(3), engine="egglog", allow_partial=True) is x
+                event("built, loaded and rewritten on both engines")
         finally:
             os.chdir(old)
         assert list(cwd.iterdir()) == []
