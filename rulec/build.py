@@ -28,6 +28,7 @@ from .compiler import Project, compile_project, display_path
 from .diagnostics import Reporter
 from .emit_python import emit_python
 from .reading import SourceError, read_source
+from rulec.runtime import resources
 from rulec.runtime.resources import rules_dir
 
 MANIFEST = "manifest.json"
@@ -142,11 +143,18 @@ def artifacts_intact(out_dir: Path, entry: dict) -> bool:
 
 # ------------------------------------------------------------------ sources
 
+# What generated code depends on: the generators, and the run-time modules whose names it binds (an
+# artifact that reads a helper by a name the runtime no longer has must be regenerated, not imported).
+GENERATORS = ("emit_python.py", "emit_egglog.py", "variants.py", "exprs.py")  # exprs: the Python of guards
+RUNTIME_BINDINGS = ("genlib.py", "helpers.py", "schedule_helpers.py", "matcher.py")
+
+
 def _generator_hash() -> str:
-    """The code generators' own source: a changed generator regenerates every artifact."""
-    here = Path(__file__).parent
-    return sha256("".join((here / f).read_text() for f in ("emit_python.py", "emit_egglog.py", "variants.py",
-                                                              "exprs.py")))  # exprs: the Python of guards
+    """The code generators' own source and the runtime API they emit calls to: a change regenerates every
+    artifact."""
+    here, runtime = Path(__file__).parent, Path(resources.__file__).parent
+    paths = [here / f for f in GENERATORS] + [runtime / f for f in RUNTIME_BINDINGS]
+    return sha256("".join(p.read_text() for p in paths))
 
 
 def _ops_text() -> str:

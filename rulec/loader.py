@@ -105,22 +105,26 @@ def _pick_name(sets: dict, source: Path, name: str | None) -> str:
     return name
 
 
-def _try_load(out: Path, sources: list[Path], name: str | None) -> tuple[RuleSet | None, str]:
-    """The rule set from the build in `out` if that build is current and intact, else (None, why not)."""
+def _try_load(out: Path, sources: list[Path], name: str | None) -> tuple[RuleSet | None, str, bool]:
+    """The rule set from the build in `out` if that build is current and intact, else (None, why not, and
+    whether a rebuild must regenerate artifacts that look current)."""
     manifest = read_manifest(out)
     if manifest is None:
-        return None, f"the build in {out} has no valid manifest"
+        return None, f"the build in {out} has no valid manifest", False
     if manifest["sources"] != source_hashes(sources):
-        return None, f"the build in {out} is out of date with its rule files"
+        return None, f"the build in {out} is out of date with its rule files", False
     picked = _pick_name(manifest["rulesets"], sources[0], name)
     entry = manifest["rulesets"][picked]
     code = _read_verified(out / entry["python"], entry["python_sha256"])
     if code is None or file_sha256(out / entry["egglog"]) != entry["egglog_sha256"]:
-        return None, f"an artifact of rule set {picked} in {out} does not match its manifest (sha256)"
-    mod = _import_artifact(out / entry["python"], code, entry["python_sha256"], manifest["source_dirs"])
+        return None, f"an artifact of rule set {picked} in {out} does not match its manifest (sha256)", False
+    try:
+        mod = _import_artifact(out / entry["python"], code, entry["python_sha256"], manifest["source_dirs"])
+    except Exception as e:  # e.g. a callback module that changed since the build: regenerate and re-check
+        return None, f"the matcher of rule set {picked} in {out} failed to load ({type(e).__name__}: {e})", True
     return RuleSet(name=picked, doc=entry["doc"], matcher=mod.MATCHER, egglog_path=out / entry["egglog"],
                    egglog_sha256=entry["egglog_sha256"], has_callbacks=entry["has_callbacks"],
-                   egglog_skipped=[(a, b) for a, b in entry["egglog_skipped"]]), ""
+                   egglog_skipped=[(a, b) for a, b in entry["egglog_skipped"]]), "", False
 
 
 def load(name_or_path: str | Path, name: str | None = None, build_dir: str | Path | None = None,
@@ -136,10 +140,11 @@ def load(name_or_path: str | Path, name: str | None = None, build_dir: str | Pat
     _check_arguments(name_or_path, name, build_dir, rebuild)
     sources, name = _resolve_sources(name_or_path, name)
     out = Path(build_dir) if build_dir is not None else default_build_dir(sources)
-    rs, problem = _try_load(out, sources, name)
+    rs, problem, regenerate = _try_load(out, sources, name)
     if rs is None and rebuild:
-        build(sources, out)
-        rs, problem = _try_load(out, sources, name)  # fails only if the files changed while building
+        # an intact artifact that fails to load is regenerated too: the build reports what is wrong with it
+        build(sources, out, force=regenerate)
+        rs, problem, _ = _try_load(out, sources, name)  # fails only if the files changed while building
     if rs is None:
         raise StaleBuildError(f"{problem}; run `rulec build`")
     return rs

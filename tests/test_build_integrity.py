@@ -344,3 +344,35 @@ def test_a_read_only_up_to_date_build_still_loads(project, monkeypatch):
 
     monkeypatch.setattr(build_mod, "atomic_write", no_writes)
     assert loaded_value(src, out, "k2") == 1
+
+
+# ------------------------------------------------------------------ artifacts that no longer fit the runtime
+
+def test_an_intact_artifact_that_fails_to_load_is_regenerated(project):
+    """An artifact made by an older generator can read a runtime name that is gone: its hash still matches
+    the manifest, so only importing it tells. Loading regenerates it instead of raising that error."""
+    src, out = project
+    py = out / "k1.py"
+    stale = "from rulec.runtime.helpers import HELPERS as _H\n_gone = _H['no_such_helper']\n"
+    py.write_text(stale)
+    manifest = json.loads((out / build_mod.MANIFEST).read_text())
+    manifest["rulesets"]["k1"]["python_sha256"] = build_mod.sha256(stale)
+    (out / build_mod.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(StaleBuildError, match="failed to load"):
+        loaded_value(src, out, "k1", rebuild=False)
+    assert loaded_value(src, out, "k1") == 1
+    assert py.read_text() != stale
+
+
+@pytest.mark.parametrize("module", ["genlib.py", "helpers.py", "matcher.py"])
+def test_the_runtime_api_that_generated_code_calls_is_a_build_input(monkeypatch, module):
+    """A change to a runtime module generated code binds to regenerates every artifact."""
+    before = build_mod._generator_hash()
+    real = Path.read_text
+
+    def edited(self, *a, **kw):
+        text = real(self, *a, **kw)
+        return text + "\n# edited\n" if self.name == module and self.parent.name != "rulec" else text
+
+    monkeypatch.setattr(Path, "read_text", edited)
+    assert build_mod._generator_hash() != before
