@@ -2,7 +2,7 @@
 
 `Tensor.arange` is IOTA cast, scaled and shifted (docs/tensor-ir.md). Like tinygrad 0.14's, it has no
 device: realizing a tensor computed only from aranges and Python scalars stores nothing, and `numpy()`
-computes it with one kernel. The reduce_collapse rules (rules/schedule/reduce_fold.yaml) turn an integer
+computes it with one kernel. The reduce_collapse rules (rules/schedule/reduce_collapse.yaml) turn an integer
 sum of an affine function of the loop range into closed-form arithmetic.
 """
 from __future__ import annotations
