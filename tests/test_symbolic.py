@@ -14,9 +14,6 @@ from rulec.runtime.ops import Ops
 from rulec.runtime.trace import tracing
 from rulec.runtime.uop import UOp
 
-# The egglog engine joins this list once it exists; every engine-parametrized test then runs on it.
-ENGINES = ["python"]
-
 PROPERTY = settings(derandomize=True, max_examples=200, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
@@ -281,25 +278,25 @@ def test_index_flattening_round_trip(symbolic):
 
 # ------------------------------------------------------------------ differential properties
 
-@pytest.mark.parametrize("engine", ENGINES)
+# The python engine's differential properties; the egglog engine's are in test_egglog.py
+# (test_symbolic_differential: fewer examples, at about 45 ms an expression).
+
 @PROPERTY
 @given(expr=int_exprs(), data=st.data())
-def test_simplify_keeps_value(symbolic, engine, expr, data):
-    check_same_value(expr, symbolic.rewrite(expr, engine=engine), data)
+def test_simplify_keeps_value(symbolic, expr, data):
+    check_same_value(expr, symbolic.rewrite(expr), data)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
 @PROPERTY
 @given(expr=conditions(int_exprs(max_leaves=8)), data=st.data())
-def test_simplify_keeps_value_of_conditions(symbolic, engine, expr, data):
-    check_same_value(expr, symbolic.rewrite(expr, engine=engine), data)
+def test_simplify_keeps_value_of_conditions(symbolic, expr, data):
+    check_same_value(expr, symbolic.rewrite(expr), data)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
 @PROPERTY
 @given(expr=int_exprs())
-def test_simplify_never_grows(symbolic, engine, expr):
-    out = symbolic.rewrite(expr, engine=engine)
+def test_simplify_never_grows(symbolic, expr):
+    out = symbolic.rewrite(expr)
     # every rule shrinks the expression tree strictly (that is also why rewriting terminates)
     assert out is expr or tree_size(out) < tree_size(expr), f"{expr}\n  -> {out}"
     # the DAG only when no subexpression is shared: see test_shared_subexpression_can_cost_a_node
