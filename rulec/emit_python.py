@@ -15,6 +15,7 @@ from rulec.runtime.helpers import OPERATORS
 from rulec.runtime.ops import OP_INFO, Ops
 
 from . import __version__
+from .diagnostics import printable
 from .exprs import HELPER_PREFIX, Expr
 from .model import NOARG, Pat, Rule, TCapture, TConst, TExpr, TNode, TReplace, TSplice
 from .typecheck import rule_plan
@@ -49,7 +50,7 @@ def comment_text(text: str) -> str:
     A line break would end the comment and start code; this leaves none (in Python, egglog, or for
     str.splitlines, which also breaks at U+2028, U+0085, ...).
     """
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.split()))
+    return printable(" ".join(text.split()))
 
 
 class _Fn:

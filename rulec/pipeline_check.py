@@ -22,6 +22,8 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rulec.runtime.schedule import PLAIN_CONTEXTS  # an empty container: data, not code
+
 from .callback_check import CallbackScope, find_definition
 from .diagnostics import Loc, Reporter
 from .parse import CALLBACKS_KEY, _dotted_name as dotted_name, parse_callbacks_key
@@ -31,7 +33,6 @@ PIPELINE_KEYS = (CALLBACKS_KEY, "contexts", "stages")
 STAGE_KEYS = ("name", "rules", "traversal", "context", "result", "call")
 TRAVERSALS = ("bottom_up", "top_down")
 RESULTS = ("keep", "discard")
-PLAIN_CONTEXTS = ("list", "dict")  # an empty container: data, not code
 
 
 def is_pipeline_file(path: str | Path) -> bool:

@@ -87,14 +87,14 @@ def const_arg(dtype: DType, value: Any) -> Any:
     """`value` as the arg of a CONST of `dtype`; a value it cannot hold is an error, never a silent truncation."""
     if not const_fits(dtype, value):
         what = "is not a number" if not isinstance(value, (bool, int, float)) else "does not fit"
-        raise RuleTypeError(f"the constant {_brief(value)} {what} (a CONST of {dtype.name})")
+        raise RuleTypeError(f"the constant {brief(value)} {what} (a CONST of {dtype.name})")
     return python_value(dtype, value)
 
 
 def as_dtype(value: Any) -> DType:
     """A computed `:dtype`: it must be a dtype."""
     if not isinstance(value, DType):
-        raise RuleTypeError(f":dtype must be a dtype, but the expression gave {type(value).__name__} {_brief(value)}")
+        raise RuleTypeError(f":dtype must be a dtype, but the expression gave {type(value).__name__} {brief(value)}")
     return value
 
 
@@ -106,9 +106,10 @@ def check_kept_dtype(matched: UOp, result: UOp) -> None:
                             f"the matched node's)")
 
 
-def _brief(value: Any) -> str:
+def brief(value: Any, width: int = 80) -> str:
+    """repr(value) for an error message, cut to `width` characters."""
     text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _is_value(dt: DType) -> bool:

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from .bounds import c_div, c_mod
 from .dtype import DType, dtypes
-from .genlib import ExprLimitError, check_result
+from .genlib import ExprLimitError, brief, check_result
 from .ops import Ops
 from .uop import UOp
 
@@ -82,7 +82,7 @@ def bounded_mod(a: Any, b: Any) -> Any:
     """`a % b`; with a string on the left that is formatting, refused as it is for a string literal
     ('%0999999999d' % 1 is as large as it looks)."""
     if isinstance(a, (str, bytes)):
-        raise ExprLimitError(f"string formatting with % is not allowed in rule expressions ({_brief(a)} % ...)")
+        raise ExprLimitError(f"string formatting with % is not allowed in rule expressions ({brief(a, 40)} % ...)")
     return a % b
 
 
@@ -114,11 +114,6 @@ def bounded_value(value: Any) -> Any:
         if count > SEQ_LIMIT:
             raise ExprLimitError(f"a result holds more than {SEQ_LIMIT} items (strings count their characters)")
     return value
-
-
-def _brief(v: Any) -> str:
-    text = repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def bounded_range(*args: int) -> range:
