@@ -9,10 +9,23 @@ __all__ = ["__version__", "load", "Tensor", "dtypes"]
 
 
 def load(name_or_path, **kwargs):
-    """Load a compiled rule set; see rulec.loader.load."""
-    from .loader import load as _load
+    """Load a compiled rule set; see rulec.runtime.loading.load."""
+    from .runtime.loading import load as _load
 
     return _load(name_or_path, **kwargs)
+
+
+def _rebuild(sources: list, out_dir: Any, force: bool) -> Any:
+    """The runtime's way to the compiler, taken only when a build is stale: the compiler is imported here."""
+    from .build import build
+
+    return build(sources, out_dir, force=force)
+
+
+def _register_rebuilder() -> None:
+    from .runtime import artifacts  # stdlib only: importing rulec stays cheap
+
+    artifacts.set_rebuilder(_rebuild)
 
 
 def __getattr__(name: str) -> Any:
@@ -26,3 +39,6 @@ def __getattr__(name: str) -> Any:
 
         return dtypes
     raise AttributeError(f"module 'rulec' has no attribute {name!r}")
+
+
+_register_rebuilder()

@@ -23,6 +23,7 @@ class Project:
     sources: dict[str, str]  # path -> text
     rulesets: dict[str, RuleSetDef]
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    pipelines: dict[Path, PipelineSpec] = field(default_factory=dict)  # pipeline file -> its checked stages
 
     @property
     def warnings(self) -> list[Diagnostic]:
@@ -64,7 +65,7 @@ def compile_project(paths: list[str | Path], import_callbacks: bool = False) -> 
     rep = Reporter()
     sources: dict[str, str] = {}
     parsed: list[RuleFile] = []
-    pipelines: list[PipelineSpec] = []
+    pipelines: dict[Path, PipelineSpec] = {}
     for f in files:
         name = display_path(f)
         try:
@@ -79,19 +80,19 @@ def compile_project(paths: list[str | Path], import_callbacks: bool = False) -> 
             elif is_pipeline_file(f):
                 pipeline = read_pipeline(name, text, rep)
                 if pipeline is not None:
-                    pipelines.append(pipeline)
+                    pipelines[f] = pipeline
             else:
                 parsed.append(parse_file(name, text, rep))
         except CompileError as e:
             rep.diagnostics.extend(e.diagnostics)
     table = check(parsed, rep)
     if import_callbacks and not rep.errors:
-        _import_callbacks(parsed, pipelines, rep)
+        _import_callbacks(parsed, list(pipelines.values()), rep)
     if rep.errors:
         err = CompileError(rep.errors)
         err.diagnostics = rep.diagnostics  # keep warnings too, errors first when rendered by the CLI
         raise err
-    return Project(files, sources, table, rep.diagnostics)
+    return Project(files, sources, table, rep.diagnostics, pipelines)
 
 
 def _import_callbacks(files: list[RuleFile], pipelines: list[PipelineSpec], rep: Reporter) -> None:

@@ -39,6 +39,7 @@ from typing import Any, Iterable
 
 from .dtype import DTYPE_BY_NAME, DType
 from .ops import OP_INFO, Ops
+from .ruleset import EngineError
 from .uop import UOp
 
 ENCODING_VERSION = 2  # bump whenever the prelude, the rulesets or the schedule contract change
@@ -365,11 +366,6 @@ def read_egg(text: str, name: str = "") -> EggFile:
 
 # ======================================================================== errors
 
-def _engine_error():
-    from rulec.ruleset import EngineError
-
-    return EngineError
-
 
 def _is_panic(e: BaseException) -> bool:
     return type(e).__name__ == "PanicException"
@@ -622,7 +618,7 @@ def _extract(eg, egg: EggFile, enc: _Encoded, root_ids: list[int]) -> list[UOp]:
                 stack.pop()
                 continue
             if cls not in best:
-                raise _engine_error()(f"egglog engine: no extractable term for an e-class of {egg.name}")
+                raise EngineError(f"egglog engine: no extractable term for an e-class of {egg.name}")
             _, idx = best[cls]
             _, ctor, dname, payload, kids, _ = enodes[idx]
             todo = [k for k in kids if k not in memo]
@@ -655,7 +651,6 @@ def _decode(ctor: str, dname: str, payload: tuple, src: tuple) -> UOp:
 # ======================================================================== the engine
 
 def _check_runnable(ruleset: Any, egg: EggFile, allow_partial: bool) -> None:
-    EngineError = _engine_error()
     infos = {r.name: r for r in ruleset.rules}
     calls = [r for r in ruleset.rules if r.kind == "call"]
     if calls and not allow_partial:
@@ -724,7 +719,6 @@ def run_egglog(ruleset: Any, graph: UOp, *, iterations: int = 30, node_limit: in
     b = bindings()
 
     _check_options(graph, iterations, node_limit, time_limit, analysis_iterations, stats)
-    EngineError = _engine_error()
     t_start = time.perf_counter()
     path = Path(ruleset.egglog_path)
     try:

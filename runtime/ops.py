@@ -6,9 +6,11 @@ or group added to the YAML file is usable from rule files and Python at once.
 from __future__ import annotations
 
 import enum
+import hashlib
+import json
+import os
+import tempfile
 from dataclasses import dataclass
-
-import yaml
 
 from .resources import rules_dir
 
@@ -22,9 +24,35 @@ class OpInfo:
 
 
 def _load_table() -> tuple[dict, dict]:
-    with open(rules_dir() / "ops.yaml") as f:
-        data = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    """The table as plain data. Parsed YAML is kept in the user cache as JSON, named by the file's sha256,
+    so a program runs without a YAML parser until ops.yaml is edited."""
+    text = (rules_dir() / "ops.yaml").read_bytes()
+    from .artifacts import cache_root
+
+    cached = cache_root() / f"ops-{hashlib.sha256(text).hexdigest()[:32]}.json"
+    try:
+        data = json.loads(cached.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and isinstance(data.get("ops"), dict) and isinstance(data.get("groups"), dict):
+            return data["ops"], data["groups"]
+    except (OSError, ValueError):
+        pass
+    import yaml
+
+    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    _write_cache(cached, json.dumps({"ops": data["ops"], "groups": data["groups"]}))
     return data["ops"], data["groups"]
+
+
+def _write_cache(path, text: str) -> None:
+    """Best effort, atomically (a reader never sees half a file); an unwritable cache only costs a parse."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".rulec-tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 _OPS_RAW, _GROUPS_RAW = _load_table()

@@ -1,8 +1,10 @@
 """Run the scheduler pipeline of rules/schedule/pipeline.yaml over a tensor graph.
 
 The pipeline is data: an ordered list of stages, each naming its rule sets, its
-traversal and its context type (or a Python step). rulec.pipeline_check reads and
-checks that file (the same check `rulec check` runs); this module runs the stages.
+traversal and its context type (or a Python step). `rulec build` checks the file
+(the same check `rulec check` runs) and compiles it into a JSON artifact of the
+build; this module runs that artifact's stages with the build's matchers, and
+needs no YAML parser and no compiler module to do it.
 """
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from . import artifacts
 from .kernel_check import check_kernel
 from .ops import Ops
-from .resources import rules_dir
 from .rewrite import graph_rewrite
 from .uop import UOp
 
@@ -37,6 +39,13 @@ class Pipeline:
     # each context factory and call step, imported once (a schedule runs every stage)
     _imported: dict[str, Callable[..., Any]] = field(default_factory=dict, repr=False, compare=False)
 
+    @classmethod
+    def from_artifact(cls, path: Path, data: dict) -> Pipeline:
+        """The pipeline a build compiled from the file `path` (rulec/emit_pipeline.py writes `data`)."""
+        stages = [Stage(s["name"], list(s["rules"]), s["bottom_up"], s["context"], s["keep_result"], s["call"],
+                        s["loc"]) for s in data["stages"]]
+        return cls(path, dict(data["contexts"]), stages)
+
     def without(self, *names: str) -> Pipeline:
         """A copy with the named stages removed (for experiments)."""
         return Pipeline(self.path, self.contexts, [s for s in self.stages if s.name not in names])
@@ -57,41 +66,40 @@ class Pipeline:
 PLAIN_CONTEXTS = ("list", "dict")
 
 
-@functools.cache
 def default_pipeline_path() -> Path:
+    from .resources import rules_dir
+
     return (rules_dir() / "schedule" / "pipeline.yaml").resolve()
 
 
+def _sources_of(path: Path) -> list[Path]:
+    """The build a pipeline file belongs to: rulec's own rules when it is one of them, else the file alone."""
+    shipped = artifacts.default_sources()
+    if any(path.is_relative_to(d.resolve()) for d in shipped):
+        return shipped
+    return [path]
+
+
 @functools.cache
-def _cached_pipeline(path: str, mtime: float) -> Pipeline:
-    return parse_pipeline(Path(path))
+def _cached_pipeline(path: str, sha: str) -> Pipeline:
+    sources = _sources_of(Path(path))
+    data = artifacts.use(sources, artifacts.default_build_dir(sources), True, lambda b: b.pipeline(Path(path)))
+    return Pipeline.from_artifact(Path(path), data)
 
 
 def load_pipeline(path: str | Path | None = None) -> Pipeline:
+    """The compiled pipeline of a pipeline file (rulec's own by default), rebuilt when the file changed;
+    a file with errors raises the compiler's CompileError, with file:line:col."""
     p = Path(path).resolve() if path is not None else default_pipeline_path()
-    return _cached_pipeline(str(p), p.stat().st_mtime)
+    return _cached_pipeline(str(p), artifacts.source_sha256(p))
 
 
-def parse_pipeline(path: Path) -> Pipeline:
-    """Read a pipeline file with `rulec check`'s own checker; problems are CompileErrors with file:line:col."""
-    from rulec.compiler import display_path
-    from rulec.diagnostics import Reporter
-    from rulec.pipeline_check import read_pipeline
-
-    rep = Reporter()
-    spec = read_pipeline(display_path(path), path.read_text(encoding="utf-8"), rep)
-    rep.raise_if_errors()
-    assert spec is not None  # an unreadable file has errors
-    stages = [Stage(s.name, list(s.rules), s.bottom_up, s.context, s.keep_result, s.call, str(s.loc))
-              for s in spec.stages]
-    return Pipeline(path, {n: c.factory for n, c in spec.contexts.items()}, stages)
+parse_pipeline = load_pipeline  # the name older callers use
 
 
 @functools.cache
 def _matcher(names: tuple[str, ...]):
-    from rulec.loader import load
-
-    matchers = [load(n).matcher for n in names]
+    matchers = [artifacts.shipped_matcher(n) for n in names]
     out = matchers[0]
     for m in matchers[1:]:
         out = out + m

@@ -101,9 +101,9 @@ def _refuse_old_and_new_reads(x: UOp) -> None:
 
 @functools.cache
 def _kernel_rules():
-    from rulec.loader import load
+    from ..artifacts import shipped_matcher
 
-    return load("kernel_globals").matcher + load("kernel_codegen").matcher
+    return shipped_matcher("kernel_globals") + shipped_matcher("kernel_codegen")
 
 
 def split_store(x: UOp) -> UOp | None:

@@ -44,9 +44,9 @@ class RangeifyContext:
 
 @functools.cache
 def _symbolic():
-    from rulec.loader import load
+    from ..artifacts import shipped_matcher
 
-    return load("index_symbolic").matcher
+    return shipped_matcher("index_symbolic")
 
 
 def simplify(u: UOp) -> UOp:

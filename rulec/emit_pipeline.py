@@ -1,0 +1,25 @@
+"""The pipeline file, compiled: a JSON artifact the scheduler runs without a YAML parser or the checker.
+
+It holds what `rulec.runtime.schedule.Pipeline.from_artifact` needs and nothing the checker alone uses:
+stages in order (rule sets, traversal, context, result, or a Python step), the contexts' factories, and
+each stage's `file:line:col` for messages and traces.
+"""
+from __future__ import annotations
+
+import json
+
+from .pipeline_check import PipelineSpec
+
+ARTIFACT_FORMAT = 1
+
+
+def emit_pipeline(spec: PipelineSpec) -> str:
+    data = {
+        "_generated_by": "rulec",  # first (keys are sorted): how a build knows the file is its own
+        "format": ARTIFACT_FORMAT,
+        "file": spec.path,
+        "contexts": {name: c.factory for name, c in spec.contexts.items()},
+        "stages": [{"name": s.name, "rules": list(s.rules), "bottom_up": s.bottom_up, "context": s.context,
+                    "keep_result": s.keep_result, "call": s.call, "loc": str(s.loc)} for s in spec.stages],
+    }
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"

@@ -1,0 +1,58 @@
+"""RuleSet: a loaded, compiled rule set and the two engines that run it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .matcher import Matcher, RuleInfo
+from .rewrite import graph_rewrite
+from .uop import UOp
+
+
+class EngineError(RuntimeError):
+    """A rule set that the egglog engine cannot run, or a program egglog refused."""
+
+
+@dataclass
+class RuleSet:
+    name: str
+    doc: str
+    matcher: Matcher
+    egglog_path: Path | None = None
+    has_callbacks: bool = False
+    egglog_skipped: list[tuple[str, str]] = field(default_factory=list)
+    # the program's sha256 as the build recorded it: the egglog engine refuses a file that no longer matches
+    egglog_sha256: str | None = None
+
+    @property
+    def rules(self) -> list[RuleInfo]:
+        return self.matcher.rules
+
+    def __add__(self, other: RuleSet) -> RuleSet:
+        """Both rule sets, this one's rules first (Python engine only)."""
+        if not isinstance(other, RuleSet):
+            return NotImplemented  # `rs + 5`: Python's TypeError, naming both types
+        return RuleSet(f"{self.name}+{other.name}", self.doc, self.matcher + other.matcher, None,
+                       self.has_callbacks or other.has_callbacks)
+
+    def rewrite(self, graph: UOp, engine: str = "python", ctx: Any = None, bottom_up: bool = False,
+                **options: Any) -> UOp:
+        """Rewrite `graph` to a fixed point with the generated matcher, or with egglog."""
+        if not isinstance(graph, UOp):
+            raise TypeError(f"the graph to rewrite must be a UOp, not {type(graph).__name__}")
+        if engine == "python":
+            if options:  # the egglog engine's options would be silently ignored here
+                raise TypeError(f"the python engine takes no option {', '.join(map(repr, options))} "
+                                f"(those are the egglog engine's)")
+            return graph_rewrite(graph, self.matcher, ctx=ctx, bottom_up=bottom_up, name=self.name)
+        if engine == "egglog":
+            from .egraph import run_egglog
+
+            if self.egglog_path is None:
+                raise EngineError(f"rule set {self.name} has no egglog program (composed with + at run time?)")
+            return run_egglog(self, graph, **options)
+        raise ValueError(f"unknown engine {engine!r}: use 'python' or 'egglog'")
+
+    def __repr__(self) -> str:
+        return f"<RuleSet {self.name}: {len(self.rules)} rules>"

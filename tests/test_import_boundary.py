@@ -1,0 +1,108 @@
+"""The runtime needs no compiler: it consumes the build's artifacts, as ISLE's and Go's generated matchers are
+consumed by their compilers' backends. The compiler is imported only to redo a stale build."""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rulec
+from rulec.runtime import artifacts
+
+RUNTIME = Path(artifacts.__file__).parent
+
+PROGRAM = """
+import json, sys
+import numpy as np
+from rulec import Tensor
+a = Tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+out = ((a + 1).permute(2, 0, 1).reshape(4, 6).sum(1) * 2).numpy()
+want = ((np.arange(24, dtype=np.float32).reshape(2, 3, 4) + 1).transpose(2, 0, 1).reshape(4, 6).sum(1) * 2)
+assert np.allclose(out, want), (out, want)
+mods = sorted(m for m in sys.modules
+              if m.startswith("rulec") and not m.startswith(("rulec.runtime", "rulec.backends", "rulec_generated")))
+print(json.dumps({"rulec": mods, "yaml": "yaml" in sys.modules, "egglog": "egglog" in sys.modules}))
+"""
+
+
+def _absolute(module: str, node: ast.ImportFrom) -> str:
+    """The absolute name a relative `from ... import` in runtime module `module` refers to."""
+    if node.level == 0:
+        return node.module or ""
+    parts = module.split(".")[:-node.level]  # a module's own package is one level up
+    return ".".join(parts + ([node.module] if node.module else []))
+
+
+def runtime_imports() -> list[tuple[str, str, int]]:
+    """(runtime file, imported module, line) for every import in the runtime package."""
+    out = []
+    for path in sorted(RUNTIME.rglob("*.py")):
+        rel = path.relative_to(RUNTIME).with_suffix("")
+        module = ".".join(("rulec", "runtime", *rel.parts))
+        if rel.name == "__init__":
+            module += ".__init__"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                out += [(f"{rel}.py", a.name, node.lineno) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                out.append((f"{rel}.py", _absolute(module, node), node.lineno))
+    return out
+
+
+def test_no_runtime_module_imports_the_compiler():
+    """Anything of the `rulec` package outside its runtime, backends and rules subpackages is the compiler (or
+    the CLI); the package root is the one exception: the runtime finds the version and the rebuild hook there."""
+    imports = runtime_imports()
+    assert len(imports) > 50  # the walk saw the runtime
+    bad = [f"runtime/{f}:{line} imports {m}" for f, m, line in imports
+           if m.startswith("rulec.") and not m.startswith(("rulec.runtime", "rulec.backends", "rulec.rules"))]
+    assert bad == []
+    yaml_users = {f for f, m, _ in imports if m.split(".")[0] == "yaml"}
+    assert yaml_users == {"ops.py"}  # only to refresh its JSON cache of the op table when ops.yaml changed
+
+
+def _run(env: dict[str, str]) -> dict:
+    res = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def fresh_cache(tmp_path) -> dict[str, str]:
+    env = {**os.environ, "RULEC_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("RULEC_TRACE", None)
+    return env
+
+
+def test_scheduling_and_running_import_no_compiler_and_no_yaml(fresh_cache):
+    first = _run(fresh_cache)  # an empty cache: the runtime has the compiler build rulec's rules first
+    assert "rulec.build" in first["rulec"] and "rulec.parse" in first["rulec"]
+    second = _run(fresh_cache)  # a current build: the artifacts alone
+    assert second == {"rulec": ["rulec"], "yaml": False, "egglog": False}
+
+
+def test_a_changed_generator_input_is_rebuilt_with_the_compiler(fresh_cache, monkeypatch):
+    _run(fresh_cache)
+    monkeypatch.setenv("RULEC_CACHE_DIR", fresh_cache["RULEC_CACHE_DIR"])
+    build = artifacts.default_build_dir(artifacts.default_sources())
+    manifest_path = build / artifacts.MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    manifest["generator"] = "0" * 64  # as if emit_python.py had changed since this build
+    manifest_path.write_text(json.dumps(manifest))
+    again = _run(fresh_cache)
+    assert "rulec.build" in again["rulec"]
+    assert artifacts.read_manifest(build)["generator"] == artifacts.generator_sha256()
+
+
+def test_a_stale_build_without_a_compiler_is_a_clear_error(tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "k.yaml").write_text("k:\n  - name: r\n    match: x + 0\n    rewrite: x\n")
+    monkeypatch.setattr(artifacts, "_rebuilder", None)
+    with pytest.raises(artifacts.StaleBuildError, match="no compiler is available"):
+        rulec.load(src, build_dir=tmp_path / "out")
