@@ -25,7 +25,7 @@ from .compiler import Project, compile_project, display_path
 from .diagnostics import Reporter
 from .emit_pipeline import emit_pipeline
 from .emit_python import emit_python
-from rulec.runtime.artifacts import (FORMAT, MANIFEST, default_build_dir, default_sources, file_sha256,
+from rulec.runtime.artifacts import (FORMAT, MANIFEST, RELOCATABLE_ROOT, default_build_dir, default_sources, file_sha256,
                                      generator_sha256, pipeline_artifact_name, read_manifest, sha256,
                                      source_hashes, source_key)
 from rulec.runtime.resources import rules_dir
@@ -115,9 +115,11 @@ class BuildResult:
 
 
 def build(paths: list[str | Path] | None = None, out_dir: str | Path | None = None, force: bool = False,
-          ) -> BuildResult:
+          relocatable: bool = False) -> BuildResult:
     """Compile rule files into `out_dir`.
 
+    `relocatable` (rulec's own rules only) keys sources relative to the installed rules folder: the build a
+    wheel ships, valid wherever the wheel is installed.
     Raises CompileError when any rule file has errors, BuildFolderError when the folder can't be written.
     """
     paths = list(paths) if paths else default_sources()
@@ -130,7 +132,7 @@ def build(paths: list[str | Path] | None = None, out_dir: str | Path | None = No
     rep.raise_if_errors()
     _prepare_folder(out)
     try:
-        return _write_build(paths, out, project, hashes, force)
+        return _write_build(paths, out, project, hashes, force, relocatable)
     except OSError as e:
         raise _folder_error(out, e) from None
 
@@ -174,7 +176,7 @@ def _check_replaceable(out: Path, project: Project, old: dict) -> None:
 
 
 def _write_build(paths: list[str | Path], out: Path, project: Project, hashes: dict[str, str],
-                 force: bool) -> BuildResult:
+                 force: bool, relocatable: bool = False) -> BuildResult:
     _remove_abandoned_temps(out)
     old = read_manifest(out) or {}
     _check_replaceable(out, project, old)
@@ -202,20 +204,56 @@ def _write_build(paths: list[str | Path], out: Path, project: Project, hashes: d
         entry["egglog_skipped"] = [[r.name, reason] for r, reason in egg.skipped]
         entries[name] = entry
         result.built.append(name)
+    stored = _relative_to(rules_dir()) if relocatable else (lambda k: k)
     pipelines = {}
     for f, spec in project.pipelines.items():
-        key = source_key(f)
+        key = stored(source_key(f))
         name = pipeline_artifact_name(key)
         pipelines[key] = {"artifact": name, "sha256": atomic_write(out / name, emit_pipeline(spec))}
     manifest = {"format": FORMAT, "rulec": __version__, "egglog": egglog_version(), "generator": generator,
-                "pipelines": pipelines, "sources": hashes, "paths": [str(Path(p).resolve()) for p in paths],
-                "source_dirs": sorted({str(f.resolve().parent) for f in project.files}), "rulesets": entries}
+                "pipelines": pipelines, "sources": {stored(k): v for k, v in hashes.items()},
+                "paths": [stored(source_key(Path(p))) for p in paths],
+                "source_dirs": sorted({stored(str(Path(source_key(f)).parent)) for f in project.files}),
+                "rulesets": {n: {**e, "file": stored(e["file"])} for n, e in entries.items()}}
+    if relocatable:
+        manifest["root"] = RELOCATABLE_ROOT
     if manifest != old:
         atomic_write(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return result
+
+
+def _relative_to(root: Path):
+    root_key = source_key(root)
+
+    def stored(key: str) -> str:
+        rel = os.path.relpath(key, root_key)
+        if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+            raise ValueError(f"a relocatable build holds only files under {root_key}, not {key}")
+        return Path(rel).as_posix()
+
+    return stored
 
 
 def _emit_egglog(name: str, rules):
     from .emit_egglog import emit_egglog
 
     return emit_egglog(name, rules)
+
+
+def build_prebuilt(out_dir: str | Path | None = None) -> BuildResult:
+    """The build of rulec's own rules that a wheel ships (`setup.py` runs this into the wheel's
+    `rulec/_prebuilt`): relocatable, with the generated matchers' bytecode for this Python beside them, so an
+    installed rulec schedules its first program without compiling anything."""
+    from rulec.runtime import artifacts
+
+    out = Path(out_dir) if out_dir is not None else artifacts.prebuilt_dir()
+    result = build(default_sources(), out, force=True, relocatable=True)
+    current, problem = artifacts._current(out, default_sources())
+    if current is None:
+        raise RuntimeError(f"the prebuilt build is not current right after building it: {problem}")
+    for name in current.ruleset_names():
+        current.ruleset(name)  # imports it, which writes its bytecode cache
+    from rulec.runtime.ops import write_op_table_cache
+
+    write_op_table_cache(out)
+    return result

@@ -164,13 +164,20 @@ def _valid_pipeline_entry(key: str, e: Any) -> bool:
             and _is_hex(e.get("sha256")))
 
 
-def pipeline_artifact_name(source_key: str) -> str:
-    """A pipeline file's artifact, named by its source key: two `pipeline.yaml` in one build never collide."""
-    return f"pipeline-{sha256(source_key)[:16]}.json"
+def pipeline_artifact_name(stored_key: str) -> str:
+    """A pipeline file's artifact, named by its key as the manifest stores it: two `pipeline.yaml` in one
+    build never collide."""
+    return f"pipeline-{sha256(stored_key)[:16]}.json"
+
+
+# A relocatable build (the one a wheel ships) keys its sources by their path relative to this package's
+# folder, resolved where rulec is installed; any other build keys them by absolute path.
+RELOCATABLE_ROOT = "rulec.rules"
 
 
 def valid_manifest(data: Any) -> bool:
     return (isinstance(data, dict) and data.get("format") == FORMAT
+            and data.get("root", RELOCATABLE_ROOT) == RELOCATABLE_ROOT
             and isinstance(data.get("rulec"), str) and isinstance(data.get("egglog"), str)
             and _is_hex(data.get("generator"))
             and isinstance(data.get("sources"), dict)
@@ -183,12 +190,29 @@ def valid_manifest(data: Any) -> bool:
 
 
 def read_manifest(out_dir: Path) -> dict | None:
-    """The build folder's manifest, or None when it is missing, unreadable or not of the expected shape."""
+    """The build folder's manifest, or None when it is missing, unreadable or not of the expected shape.
+    The keys of a relocatable build come back absolute, as every other build's are."""
     try:
         data = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
-    return data if valid_manifest(data) else None
+    if not valid_manifest(data):
+        return None
+    return _absolute_keys(data) if "root" in data else data
+
+
+def _absolute_keys(m: dict) -> dict:
+    from .resources import rules_dir
+
+    root = rules_dir()
+
+    def key(k: str) -> str:
+        return source_key(root / k)
+
+    return {**m, "sources": {key(k): v for k, v in m["sources"].items()}, "paths": [key(p) for p in m["paths"]],
+            "source_dirs": [key(d) for d in m["source_dirs"]],
+            "rulesets": {n: {**e, "file": key(e["file"])} for n, e in m["rulesets"].items()},
+            "pipelines": {key(k): e for k, e in m["pipelines"].items()}}
 
 
 def read_verified(path: Path, expected: str) -> bytes | None:
@@ -371,27 +395,49 @@ def use(sources: list[Path], out: Path, rebuild: bool, get: Callable[[Build], An
 
 # ------------------------------------------------------------------ rulec's own rules
 
+def prebuilt_dir() -> Path:
+    """The build of rulec's own rules that a wheel ships (`setup.py` makes it); absent in a checkout."""
+    import rulec
+
+    return Path(rulec.__file__).parent / "_prebuilt"
+
+
 _shipped: dict[str, RuleSet] = {}
 _shipped_build: list[Build] = []  # rulec's own build, checked current once per process
 
 
-def shipped_ruleset(name: str) -> RuleSet:
-    """A rule set of rulec's own rules/ folder, from its build in the user cache (rebuilt when stale).
+def shipped_build() -> Build:
+    """The current build of rulec's own rules: the wheel's prebuilt one when it matches the installed rule
+    files, else the user cache's (rebuilt there when stale; the install folder is never written).
 
-    The build is checked against the rule files once per process: a scheduler asks for many rule sets.
+    It is checked against the rule files once per process: a scheduler asks it for many rule sets.
     """
-    rs = _shipped.get(name)
-    if rs is None:
+    if not _shipped_build:
+        sources = default_sources()
+        pre = prebuilt_dir()
+        b = _current(pre, sources)[0] if (pre / MANIFEST).is_file() else None
+        _shipped_build.append(b or open_build(sources, default_build_dir(sources)))
+    return _shipped_build[0]
+
+
+def from_shipped(get: Callable[[Build], Any]) -> Any:
+    """`get` on rulec's own build; an artifact damaged since the build was checked is repaired in the user
+    cache."""
+    try:
+        return get(shipped_build())
+    except LoadFailed:
+        _shipped_build.clear()
         sources = default_sources()
         out = default_build_dir(sources)
-        if not _shipped_build:
-            _shipped_build.append(open_build(sources, out))
-        try:
-            rs = _shipped_build[0].ruleset(name)
-        except LoadFailed:  # damaged since it was checked: the general path repairs it
-            _shipped_build.clear()
-            rs = use(sources, out, True, lambda b: b.ruleset(name))
-        _shipped[name] = rs
+        _shipped_build.append(open_build(sources, out))
+        return use(sources, out, True, get)
+
+
+def shipped_ruleset(name: str) -> RuleSet:
+    """A rule set of rulec's own rules/ folder."""
+    rs = _shipped.get(name)
+    if rs is None:
+        rs = _shipped[name] = from_shipped(lambda b: b.ruleset(name))
     return rs
 
 

@@ -27,20 +27,32 @@ def _load_table() -> tuple[dict, dict]:
     """The table as plain data. Parsed YAML is kept in the user cache as JSON, named by the file's sha256,
     so a program runs without a YAML parser until ops.yaml is edited."""
     text = (rules_dir() / "ops.yaml").read_bytes()
-    from .artifacts import cache_root
+    from .artifacts import cache_root, prebuilt_dir
 
-    cached = cache_root() / f"ops-{hashlib.sha256(text).hexdigest()[:32]}.json"
-    try:
-        data = json.loads(cached.read_text(encoding="utf-8"))
-        if isinstance(data, dict) and isinstance(data.get("ops"), dict) and isinstance(data.get("groups"), dict):
-            return data["ops"], data["groups"]
-    except (OSError, ValueError):
-        pass
+    name = op_table_cache_name(text)
+    cached = cache_root() / name
+    for path in (prebuilt_dir() / name, cached):  # a wheel ships it; a checkout makes it on first use
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and isinstance(data.get("ops"), dict) and isinstance(data.get("groups"), dict):
+                return data["ops"], data["groups"]
+        except (OSError, ValueError):
+            pass
     import yaml
 
     data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     _write_cache(cached, json.dumps({"ops": data["ops"], "groups": data["groups"]}))
     return data["ops"], data["groups"]
+
+
+def op_table_cache_name(text: bytes) -> str:
+    return f"ops-{hashlib.sha256(text).hexdigest()[:32]}.json"
+
+
+def write_op_table_cache(folder) -> None:
+    """The parsed op table as JSON in `folder`, named by the table's hash (the wheel's prebuilt build)."""
+    text = (rules_dir() / "ops.yaml").read_bytes()
+    _write_cache(folder / op_table_cache_name(text), json.dumps({"ops": _OPS_RAW, "groups": _GROUPS_RAW}))
 
 
 def _write_cache(path, text: str) -> None:

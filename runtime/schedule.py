@@ -83,7 +83,10 @@ def _sources_of(path: Path) -> list[Path]:
 @functools.cache
 def _cached_pipeline(path: str, sha: str) -> Pipeline:
     sources = _sources_of(Path(path))
-    data = artifacts.use(sources, artifacts.default_build_dir(sources), True, lambda b: b.pipeline(Path(path)))
+    if sources == artifacts.default_sources():
+        data = artifacts.from_shipped(lambda b: b.pipeline(Path(path)))
+    else:
+        data = artifacts.use(sources, artifacts.default_build_dir(sources), True, lambda b: b.pipeline(Path(path)))
     return Pipeline.from_artifact(Path(path), data)
 
 

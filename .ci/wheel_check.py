@@ -1,0 +1,20 @@
+"""Run from an installed wheel, outside the checkout: a program schedules and runs on the wheel's prebuilt
+rules, with an empty user cache, importing no compiler module and no YAML parser and writing nothing."""
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from rulec import Tensor
+
+x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+out = ((Tensor(x) + 1).permute(2, 0, 1).reshape(4, 6).sum(1) * 2).numpy()
+assert np.allclose(out, ((x + 1).transpose(2, 0, 1).reshape(4, 6).sum(1) * 2)), out
+compiler = sorted(m for m in sys.modules if m.startswith("rulec.")
+                  and not m.startswith(("rulec.runtime", "rulec.backends", "rulec.rules")))
+assert not compiler, f"the installed runtime imported compiler modules: {compiler}"
+assert "yaml" not in sys.modules, "the installed runtime imported PyYAML"
+cache = Path(os.environ["RULEC_CACHE_DIR"])
+assert not cache.exists(), f"the installed runtime wrote to the user cache: {list(cache.iterdir())}"
+print("wheel check: prebuilt rules used; no compiler, no YAML, nothing written")
