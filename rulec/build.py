@@ -64,7 +64,7 @@ def atomic_write(path: Path, text: str) -> str:
 def artifacts_intact(out_dir: Path, entry: dict) -> bool:
     """Both artifacts of a manifest entry exist and hash to what the manifest recorded."""
     return (file_sha256(out_dir / entry["python"]) == entry["python_sha256"]
-            and file_sha256(out_dir / entry["egglog"]) == entry["egglog_sha256"])
+            and (entry["egglog"] is None or file_sha256(out_dir / entry["egglog"]) == entry["egglog_sha256"]))
 
 
 # ------------------------------------------------------------------ sources
@@ -166,7 +166,7 @@ def _replaceable(path: Path, listed: set[str]) -> bool:
 
 
 def _check_replaceable(out: Path, project: Project, old: dict) -> None:
-    listed = {e[k] for e in old.get("rulesets", {}).values() for k in ("python", "egglog")}
+    listed = {e[k] for e in old.get("rulesets", {}).values() for k in ("python", "egglog") if e[k]}
     listed |= {e["artifact"] for e in old.get("pipelines", {}).values()}
     pipelines = [pipeline_artifact_name(source_key(f)) for f in project.pipelines]
     for name in [MANIFEST, *(f"{n}{ext}" for n in project.rulesets for ext in (".py", ".egg")), *pipelines]:
@@ -194,13 +194,16 @@ def _write_build(paths: list[str | Path], out: Path, project: Project, hashes: d
                  "has_callbacks": any(r.call is not None for r in project.rules_of(name))}
         prev = old_sets.get(name)
         if not force and prev and prev["inputs"] == inputs and artifacts_intact(out, prev):
-            entries[name] = {**prev, **entry}
+            entries[name] = {**prev, **entry, "egglog": prev["egglog"]}
             result.reused.append(name)
             continue
         rules = project.rules_of(name)
         entry["python_sha256"] = atomic_write(out / entry["python"], emit_python(name, rs.doc, rules))
         egg = _emit_egglog(name, rules)
-        entry["egglog_sha256"] = atomic_write(out / entry["egglog"], egg.text)
+        if egg.rules:
+            entry["egglog_sha256"] = atomic_write(out / entry["egglog"], egg.text)
+        else:  # not one rule runs on egglog: a program would be its header alone
+            entry["egglog"] = entry["egglog_sha256"] = None
         entry["egglog_skipped"] = [[r.name, reason] for r, reason in egg.skipped]
         entries[name] = entry
         result.built.append(name)

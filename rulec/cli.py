@@ -136,8 +136,16 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"\n;; ---- generated Python ({out_dir / (rs.name + '.py')})", file=out)
         print((out_dir / f"{rs.name}.py").read_text(), file=out)
     if "egglog" in sections:
-        print(f"\n;; ---- generated egglog ({out_dir / (rs.name + '.egg')})", file=out)
-        print((out_dir / f"{rs.name}.egg").read_text(), file=out)
+        from .build import read_manifest
+
+        entry = (read_manifest(out_dir) or {}).get("rulesets", {}).get(rs.name, {})
+        if entry.get("egglog"):
+            print(f"\n;; ---- generated egglog ({out_dir / entry['egglog']})", file=out)
+            print((out_dir / entry["egglog"]).read_text(), file=out)
+        else:
+            print(f"\n;; ---- no egglog program: none of the rules of {rs.name} can run on egglog", file=out)
+            for rule, reason in entry.get("egglog_skipped", []):
+                print(f";;   {printable(rule)}: {printable(reason)}", file=out)
     return 0
 
 

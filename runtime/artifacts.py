@@ -150,8 +150,11 @@ def _is_hex(v: Any) -> bool:
 def _valid_entry(name: str, e: Any) -> bool:
     """One rule set's entry; artifact names are fixed by the set's name, so a manifest can't point elsewhere."""
     return (isinstance(e, dict) and bool(_NAME.match(name))
-            and e.get("python") == f"{name}.py" and e.get("egglog") == f"{name}.egg"
-            and all(_is_hex(e.get(k)) for k in ("inputs", "python_sha256", "egglog_sha256"))
+            and e.get("python") == f"{name}.py"
+            and all(_is_hex(e.get(k)) for k in ("inputs", "python_sha256"))
+            # no egglog program when not one rule of the set can run on egglog
+            and ((e.get("egglog") == f"{name}.egg" and _is_hex(e.get("egglog_sha256")))
+                 or (e.get("egglog") is None and e.get("egglog_sha256") is None))
             and isinstance(e.get("file"), str) and isinstance(e.get("doc"), str)
             and type(e.get("rules")) is int and type(e.get("has_callbacks")) is bool
             and isinstance(e.get("egglog_skipped"), list)
@@ -319,7 +322,8 @@ class Build:
 
         entry = self.manifest["rulesets"][name]
         code = read_verified(self.out / entry["python"], entry["python_sha256"])
-        if code is None or file_sha256(self.out / entry["egglog"]) != entry["egglog_sha256"]:
+        egg = entry["egglog"]
+        if code is None or (egg is not None and file_sha256(self.out / egg) != entry["egglog_sha256"]):
             raise LoadFailed(f"an artifact of rule set {name} in {self.out} does not match its manifest (sha256)")
         try:
             mod = _import_artifact(self.out / entry["python"], code, entry["python_sha256"],
@@ -327,7 +331,7 @@ class Build:
         except Exception as e:  # e.g. a callback module that changed since the build: regenerate and re-check
             raise LoadFailed(f"the matcher of rule set {name} in {self.out} failed to load "
                              f"({type(e).__name__}: {e})", regenerate=True) from None
-        return RuleSet(name=name, doc=entry["doc"], matcher=mod.MATCHER, egglog_path=self.out / entry["egglog"],
+        return RuleSet(name=name, doc=entry["doc"], matcher=mod.MATCHER, egglog_path=self.out / egg if egg else None,
                        egglog_sha256=entry["egglog_sha256"], has_callbacks=entry["has_callbacks"],
                        egglog_skipped=[(a, b) for a, b in entry["egglog_skipped"]])
 

@@ -50,9 +50,19 @@ class RuleSet:
             from .egraph import run_egglog
 
             if self.egglog_path is None:
-                raise EngineError(f"rule set {self.name} has no egglog program (composed with + at run time?)")
+                raise EngineError(self._why_no_egglog())
             return run_egglog(self, graph, **options)
         raise ValueError(f"unknown engine {engine!r}: use 'python' or 'egglog'")
+
+    def _why_no_egglog(self) -> str:
+        if self.egglog_skipped:  # the build wrote no program: not one rule could run on egglog
+            why = "; ".join(f"{n}: {reason}" for n, reason in self.egglog_skipped[:3])
+            more = f" (and {len(self.egglog_skipped) - 3} more)" if len(self.egglog_skipped) > 3 else ""
+            return (f"rule set {self.name} has no egglog program: none of its rules can run on the egglog "
+                    f"engine ({why}{more})")
+        if not self.rules:
+            return f"rule set {self.name} has no egglog program: it has no rules"
+        return f"rule set {self.name} has no egglog program (composed with + at run time?)"
 
     def __repr__(self) -> str:
         return f"<RuleSet {self.name}: {len(self.rules)} rules>"

@@ -685,3 +685,34 @@ def test_the_engine_loads_egglogs_bindings_alone():
             "assert b is bindings()\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_set_with_no_rule_egglog_can_run_gets_no_program(rules, tmp_path):
+    """The build writes no .egg for such a set (it would be the header alone), and asking for the egglog
+    engine says why, naming the rules and their reasons."""
+    (tmp_path / "cb_only.py").write_text("def keep(v):\n    return None\n")
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        rs = rules.load("""
+            only_calls:
+              rules:
+                - name: number-vars
+                  match: v@DEFINE_VAR
+                  call: cb_only:keep
+        """)
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert rs.egglog_path is None and rs.egglog_skipped == [("number-vars", "callback")]
+    assert not list(tmp_path.glob("**/only_calls.egg")) and list(tmp_path.glob("**/only_calls.py"))
+    with pytest.raises(EngineError, match=r"rule set only_calls has no egglog program: none of its rules can run "
+                                          r"on the egglog engine \(number-vars: callback\)"):
+        egg(rs, x + 0)
+    # the shipped rules: 11 of 20 sets compile no egglog rule, and have no program
+    from rulec.runtime import artifacts
+
+    build = artifacts.shipped_build()
+    without = {n for n, e in build.manifest["rulesets"].items() if e["egglog"] is None}
+    assert {"add_tags", "mark_children", "split_kernels"} <= without
+    assert "symbolic" not in without and (build.out / "symbolic.egg").exists()
