@@ -35,6 +35,7 @@ from rulec.runtime.helpers import bounded_lshift
 from rulec.runtime.ops import OP_INFO, Ops
 
 from . import __version__
+from . import egglog_prelude as P
 from .emit_python import comment_text
 from .model import NOARG, Pat, Rule, TCapture, TConst, TExpr, TNode, TReplace, TSplice
 from .patterns import DTYPE_CLASSES
@@ -1013,7 +1014,7 @@ class EggEmitter:
             blocks.append((i, rule, egg_names, self.rule_text(rule, egg_names, bodies)))
         ops = sorted(self.ops_needed, key=lambda o: o.value)
         support = self.support_text()
-        pre = [("prelude", E.prelude_text(ops)), ("analysis", E.analysis_text(ops)), ("prune", E.prune_text(ops)), ("comm", E.comm_text(ops)),
+        pre = [("prelude", P.prelude_text(ops)), ("analysis", P.analysis_text(ops)), ("prune", P.prune_text(ops)), ("comm", P.comm_text(ops)),
                ("support", support)]
         rejected = validate(pre, [(f"{r.loc.file}:{r.loc.line} (rule {r.name})", text) for _, r, _, text in blocks])
         kept = []

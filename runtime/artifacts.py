@@ -118,8 +118,9 @@ def default_sources() -> list[Path]:
 # What generated code depends on besides the rule files: the code generators (their output changes with
 # them) and the runtime modules whose names it binds. Paths are relative to the `rulec` package; the
 # runtime hashes their bytes and imports none of them.
-GENERATOR_FILES = ("emit_python.py", "emit_egglog.py", "variants.py", "exprs.py")
-RUNTIME_BINDINGS = ("genlib.py", "helpers.py", "schedule_helpers.py", "matcher.py")
+GENERATOR_FILES = ("emit_python.py", "emit_egglog.py", "egglog_prelude.py", "emit_pipeline.py", "variants.py",
+                   "exprs.py")
+RUNTIME_BINDINGS = ("genlib.py", "helpers.py", "schedule_helpers.py", "matcher.py", "bounds_table.py", "egraph.py")
 
 
 def generator_sha256() -> str:

@@ -1,12 +1,16 @@
 """vmin/vmax: interval analysis of integer and boolean expressions.
 
-Integer division and modulo follow C (truncate toward zero), the semantics of
-every backend rulec generates code for.
+The rules are the table of `bounds_table.py`, compiled here into one Python function per op when this
+module is imported (the egglog analysis is rendered from the same table by the compiler). Integer
+division and modulo follow C (truncate toward zero), the semantics of every backend rulec generates
+code for.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import ast
+from typing import TYPE_CHECKING, Callable
 
+from .bounds_table import BOUNDS, Case, arity_of, source_names
 from .ops import Ops
 
 if TYPE_CHECKING:
@@ -26,107 +30,99 @@ def _limits(u: UOp) -> tuple:
     return u.dtype.scalar.min, u.dtype.scalar.max
 
 
+def _mask(x: int) -> int:
+    return (1 << x.bit_length()) - 1
+
+
+# ------------------------------------------------------------------ the table, compiled
+
+_NAMES = {"min", "max", "cdiv", "mask"}
+_ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Name, ast.Load, ast.Constant,
+            ast.Add, ast.Sub, ast.Mult, ast.USub, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+
+
+def _checked(text: str, variables: set[str]) -> str:
+    """An expression of the table, refused unless it uses only what both renderings understand."""
+    tree = ast.parse(text, mode="eval")
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED):
+            raise ValueError(f"bounds table: {text!r}: {type(node).__name__} is not allowed")
+        if isinstance(node, ast.Name) and node.id not in variables | _NAMES:
+            raise ValueError(f"bounds table: {text!r}: unknown name {node.id!r}")
+    return text
+
+
+def _case_code(op: str, case: Case, variables: set[str]) -> list[str]:
+    conds = [f"({_checked(w, variables)})" for w in case.when]
+    if case.dtype == "bool":
+        conds.insert(0, "is_bool")
+    elif case.dtype == "int":
+        conds.insert(0, "not is_bool")
+    if case.int_sources:
+        conds.append("type(al) is not float and type(ah) is not float")
+    body = []
+    lo = _checked(case.lo, variables) if case.lo is not None else None
+    hi = _checked(case.hi, variables) if case.hi is not None else None
+    if case.clip:
+        body.append(f"l, h = {lo or 'dlo'}, {hi or 'dhi'}")
+        body.append("if dlo <= l and h <= dhi:")
+        body.append("    lo, hi = max(lo, l), min(hi, h)")
+    else:
+        if lo is not None:
+            body.append(f"lo = max(lo, {lo})")
+        if hi is not None:
+            body.append(f"hi = min(hi, {hi})")
+    if not conds:
+        return body
+    return [f"if {' and '.join(conds)}:"] + ["    " + line for line in body]
+
+
+def _compile(op: str, cases: tuple[Case, ...]) -> Callable:
+    names = source_names(op, arity_of(op))
+    variables = {f"{n}{e}" for n in names for e in "lh"}
+    lines = [f"def bounds_{op}(u, dlo, dhi, is_bool):",
+             f"    {', '.join(names)}{',' if len(names) == 1 else ''} = u.src[:{len(names)}]"]
+    for n in names:
+        lines.append(f"    {n}l, {n}h = {n}.vmin, {n}.vmax")
+    lines.append("    lo, hi = dlo, dhi")
+    for case in cases:
+        lines += ["    " + line for line in _case_code(op, case, variables)]
+    lines.append("    return (bool(lo), bool(hi)) if is_bool else (lo, hi)")
+    scope = {"cdiv": c_div, "mask": _mask}
+    exec(compile("\n".join(lines), f"<bounds of {op}>", "exec"), scope)  # the table is ours, not user data
+    return scope[f"bounds_{op}"]
+
+
+_RULES: dict[Ops, Callable] = {Ops[op]: _compile(op, cases) for op, cases in BOUNDS.items()}
+_SOURCES: dict[Ops, int] = {Ops[op]: arity_of(op) for op in BOUNDS}
+
+
+# ------------------------------------------------------------------ the analysis
+
 def bounds_sources(u: UOp) -> tuple[UOp, ...]:
     """The sources whose bounds `bounds(u)` reads (UOp.vmin fills them first, without recursion)."""
     op = u.op
-    if u.dtype.scalar.kind == "float" or op is Ops.CONST or op is Ops.DEFINE_VAR:
+    if u.dtype.scalar.kind == "float":
         return ()
-    if op in (Ops.BIND, Ops.RANGE, Ops.SPECIAL, Ops.NEG, Ops.CAST):
+    if op is Ops.SPECIAL:
         return u.src[:1]
-    if op is Ops.WHERE or len(u.src) == 2:
-        return u.src
-    return ()
+    n = _SOURCES.get(op)
+    return u.src[:n] if n is not None and len(u.src) >= n else ()
 
 
 def bounds(u: UOp) -> tuple:
-    """(vmin, vmax) of `u`, as tight as cheap reasoning allows; dtype limits otherwise."""
+    """(vmin, vmax) of `u`, as tight as the table allows; dtype limits otherwise."""
     op, dt = u.op, u.dtype.scalar
-    if dt.kind == "float":
-        if op is Ops.CONST:
-            return u.arg, u.arg
-        return _limits(u)
-    if op is Ops.CONST:
+    if op is Ops.CONST:  # leaves read their arg
         return u.arg, u.arg
+    if dt.kind == "float":
+        return _limits(u)
     if op is Ops.DEFINE_VAR:
         return u.arg[1], u.arg[2]
-    if op is Ops.BIND:
-        return u.src[0].vmin, u.src[0].vmax
-    if op is Ops.RANGE:
-        return 0, u.src[0].vmax - 1
-    if op is Ops.SPECIAL:
+    if op is Ops.SPECIAL:  # a GPU thread id: below its bound (Python only: egglog never sees one)
         return 0, u.src[0].vmax - 1 if u.src else _limits(u)[1]
-    if not u.src:
+    rule = _RULES.get(op)
+    if rule is None or len(u.src) < _SOURCES[op]:
         return _limits(u)
-    s = u.src
-    if op is Ops.NEG:
-        # clipped: -vmin leaves the dtype for an unsigned dtype, or for the most negative value
-        return _clip(u, -s[0].vmax, -s[0].vmin)
-    if op is Ops.CAST:
-        lo, hi = s[0].vmin, s[0].vmax
-        dlo, dhi = _limits(u)
-        if isinstance(lo, float) or lo < dlo or hi > dhi:
-            return dlo, dhi
-        return (bool(lo), bool(hi)) if dt.kind == "bool" else (lo, hi)
-    if op is Ops.WHERE:
-        c = s[0]
-        if c.vmin == c.vmax:
-            return (s[1].vmin, s[1].vmax) if c.vmin else (s[2].vmin, s[2].vmax)
-        return min(s[1].vmin, s[2].vmin), max(s[1].vmax, s[2].vmax)
-    if len(s) != 2:
-        return _limits(u)
-    (alo, ahi), (blo, bhi) = (s[0].vmin, s[0].vmax), (s[1].vmin, s[1].vmax)
-    if op is Ops.ADD:
-        return _clip(u, alo + blo, ahi + bhi)
-    if op is Ops.SUB:
-        return _clip(u, alo - bhi, ahi - blo)
-    if op is Ops.MUL:
-        corners = (alo * blo, alo * bhi, ahi * blo, ahi * bhi)
-        return _clip(u, min(corners), max(corners))
-    if op is Ops.MAX:
-        return max(alo, blo), max(ahi, bhi)
-    if op is Ops.IDIV:
-        if blo > 0 or bhi < 0:
-            corners = tuple(c_div(a, b) for a in (alo, ahi) for b in (blo, bhi))
-            return min(corners), max(corners)
-        return _limits(u)
-    if op is Ops.MOD:
-        if blo > 0:
-            m = bhi - 1
-            lo = 0 if alo >= 0 else max(alo, -m)
-            hi = 0 if ahi <= 0 else min(ahi, m)
-            if alo >= 0 and ahi < blo:
-                return alo, ahi
-            return lo, hi
-        return _limits(u)
-    if op is Ops.CMPLT:
-        if ahi < blo:
-            return True, True
-        if alo >= bhi:
-            return False, False
-        return False, True
-    if op in (Ops.CMPNE, Ops.CMPEQ):
-        disjoint = ahi < blo or bhi < alo
-        same_point = alo == ahi == blo == bhi
-        ne = (True, True) if disjoint else (False, False) if same_point else (False, True)
-        return ne if op is Ops.CMPNE else (not ne[1], not ne[0])
-    if dt.kind == "bool" and op in (Ops.AND, Ops.OR, Ops.XOR):
-        if op is Ops.AND:
-            return alo and blo, ahi and bhi
-        if op is Ops.OR:
-            return alo or blo, ahi or bhi
-        if alo == ahi and blo == bhi:
-            v = alo != blo
-            return v, v
-        return False, True
-    if op is Ops.AND and alo >= 0 and blo >= 0:
-        return 0, min(ahi, bhi)
-    if op in (Ops.OR, Ops.XOR) and alo >= 0 and blo >= 0:
-        return 0, (1 << max(ahi, bhi).bit_length()) - 1
-    return _limits(u)
-
-
-def _clip(u: UOp, lo, hi) -> tuple:
     dlo, dhi = _limits(u)
-    if lo < dlo or hi > dhi:
-        return dlo, dhi
-    return lo, hi
+    return rule(u, dlo, dhi, dt.kind == "bool")

@@ -10,7 +10,8 @@ program, written by rulec/emit_egglog.py) on a UOp graph with egglog's low-level
    below it. Nodes go in as tab-separated `input` files plus one load rule per op, with
    `(Ref id)` as the handle of node `id`, so sharing is kept and insertion is linear.
 2. **Analyse.** vmin/vmax of every input node are seeded from `runtime/bounds.py`; the
-   `analysis` ruleset derives the bounds of the nodes that rules create, mirroring bounds.py.
+   `analysis` ruleset derives the bounds of the nodes that rules create, rendered from the
+   same table as bounds.py (`runtime/bounds_table.py`).
 3. **Run.** Each round runs `analysis` to a fixed point (bounded), then `rules` once (and
    `comm`, the commutativity rules, when asked). It stops when a round changes nothing, or at
    the round, e-node or time bound.
@@ -19,8 +20,8 @@ program, written by rulec/emit_egglog.py) on a UOp graph with egglog's low-level
    input graph, so a graph no rule touches comes back as the very same object.
 5. **Decode** with a memo per e-class, so the result shares what the e-graph shares.
 
-The encoding (constructor layout, load rules, analysis) is defined here, in one place, and
-the compiler copies it into every `.egg` file through `prelude_text()`.
+The encoding (constructor fields, dtypes, string escaping) is defined here, in one place; the
+compiler writes the program text from it (rulec/egglog_prelude.py, rulec/emit_egglog.py).
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .dtype import DTYPE_BY_NAME, DType
 from .ops import OP_INFO, Ops
@@ -102,192 +103,6 @@ def egg_string(text: str) -> str:
         else:
             raise ValueError(f"{text!r} holds {c!r}, which an egglog string cannot hold")
     return '"' + "".join(out) + '"'
-
-
-def dtype_sets_text() -> str:
-    lines = [";; dtype limits (uint64's upper limit does not fit an i64 and is left out)"]
-    for name, d in EGG_DTYPES.items():
-        lo, hi = (0, 1) if d.kind == "bool" else (d.min, d.max)
-        parts = []
-        if I64_MIN <= lo <= I64_MAX:
-            parts.append(f"(set (dmin {egg_string(name)}) {int(lo)})")
-        if I64_MIN <= hi <= I64_MAX:
-            parts.append(f"(set (dmax {egg_string(name)}) {int(hi)})")
-        parts.append(f"(set (dsize {egg_string(name)}) {d.itemsize})")
-        lines.append(" ".join(parts))
-    lines.append(" ".join(f"(pow2m1 {(1 << k) - 1})" for k in range(64)))
-    return "\n".join(lines)
-
-
-def prelude_text(ops: Iterable[Ops]) -> str:
-    """Declarations shared by every rule set: the Node datatype for `ops`, analysis tables, load rules."""
-    ops = sorted(set(ops), key=lambda o: o.value)
-    ctor = []
-    for op in ops:
-        ctor.append(f"  ({op.name} {' '.join(ctor_fields(op))} :cost {op_cost(op)})")
-    out = [
-        f";; encoding v{ENCODING_VERSION}: (OP dtype source... arg...); CONST (CONST dtype value),",
-        ";; DEFINE_VAR (DEFINE_VAR dtype name vmin vmax), RANGE (RANGE dtype end idx kind).",
-        ";; Anything else is an (Opaque id) leaf pointing at the Python node.",
-        "(datatype Node",
-        *ctor,
-        f"  (Opaque i64 :cost {OPAQUE_COST}))",
-        "(constructor Ref (i64) Node :unextractable)   ; Python node id -> its e-class",
-        "(function dt (Node) String :merge old)          ; dtype name of an e-class",
-        "(function vmin (Node) i64 :merge (max old new)) ; bounds: the tightest wins",
-        "(function vmax (Node) i64 :merge (min old new))",
-        "(function dmin (String) i64 :merge old)         ; dtype limits",
-        "(function dmax (String) i64 :merge old)",
-        "(function dsize (String) i64 :merge old)        ; dtype itemsize",
-        "(relation pow2m1 (i64))                         ; 2**k - 1, for OR/XOR bounds",
-        dtype_sets_text(),
-        "",
-        ";; ---- loading: one tab-separated input relation per constructor (id, dtype, source ids, arg)",
-        "(ruleset load)",
-    ]
-    for op in ops:
-        fields = ctor_fields(op)
-        sorts = ["i64"] + ["i64" if f == "Node" else f for f in fields]
-        vs = [f"f{i}" for i in range(len(fields))]
-        args = [f"(Ref {v})" if f == "Node" else v for v, f in zip(vs, fields)]
-        out.append(f"(relation In_{op.name} ({' '.join(sorts)}))")
-        out.append(f"(rule ((In_{op.name} i {' '.join(vs)})) ((union (Ref i) ({op.name} {' '.join(args)})) "
-                   f"(set (dt (Ref i)) f0)) :ruleset load :name \"load-{op.name}\")")
-    out += [
-        "(relation In_Opaque (i64))",
-        '(rule ((In_Opaque i)) ((union (Ref i) (Opaque i))) :ruleset load :name "load-Opaque")',
-        "(relation In_Dtype (i64 String))",
-        '(rule ((In_Dtype i d)) ((set (dt (Ref i)) d)) :ruleset load :name "load-dtype")',
-        "(relation In_Bounds (i64 i64 i64))",
-        '(rule ((In_Bounds i lo hi)) ((set (vmin (Ref i)) lo) (set (vmax (Ref i)) hi)) :ruleset load '
-        ':name "load-bounds")',
-    ]
-    return "\n".join(out) + "\n"
-
-
-def analysis_text(ops: Iterable[Ops]) -> str:
-    """The `analysis` ruleset: dtype of every e-class and vmin/vmax, as runtime/bounds.py computes them.
-
-    All arithmetic happens in the query: a primitive that overflows i64 makes the match fail,
-    which leaves the dtype limits in place, as bounds.py's clipping does.
-    """
-    have = {o.name for o in ops}
-    R: list[str] = ["(ruleset analysis)",
-                    ";; the dtype of every e-class, and the dtype limits as default bounds"]
-
-    def rule(name: str, query: str, action: str) -> None:
-        R.append(f"(rule ({query})\n      ({action})\n      :ruleset analysis :name \"iv-{name}\")")
-
-    for o in sorted(ops, key=lambda o: o.value):
-        vs = " ".join(f"f{i}" for i in range(len(ctor_fields(o)) - 1))
-        R.append(f"(rule ((= e ({o.name} d {vs}))) ((set (dt e) d)) :ruleset analysis :name \"dt-{o.name}\")")
-    rule("default-lo", "(= d (dt e)) (= lo (dmin d))", "(set (vmin e) lo)")
-    rule("default-hi", "(= d (dt e)) (= hi (dmax d))", "(set (vmax e) hi)")
-    setb = "(set (vmin e) lo) (set (vmax e) hi)"
-    ab = "(= al (vmin a)) (= ah (vmax a)) (= bl (vmin b)) (= bh (vmax b))"
-    clip = "(= l (dmin d)) (= h (dmax d)) (>= lo l) (<= hi h)"
-    R.append(";; leaves")
-    if "CONST" in have:
-        rule("CONST", "(= e (CONST d c))", "(set (vmin e) c) (set (vmax e) c)")
-    if "DEFINE_VAR" in have:
-        rule("DEFINE_VAR", "(= e (DEFINE_VAR d n lo hi))", setb)
-    if "RANGE" in have:
-        rule("RANGE", "(= e (RANGE d n i k)) (= nh (vmax n)) (= hi (- nh 1))", "(set (vmin e) 0) (set (vmax e) hi)")
-    if "BIND" in have:
-        rule("BIND", "(= e (BIND d a b)) (= lo (vmin a)) (= hi (vmax a))", setb)
-    R.append(";; unary")
-    if "NEG" in have:
-        rule("NEG", "(= e (NEG d a)) (= al (vmin a)) (= ah (vmax a)) (= lo (- 0 ah)) (= hi (- 0 al))", setb)
-    if "CAST" in have:
-        rule("CAST", "(= e (CAST d a)) (= lo (vmin a)) (= hi (vmax a)) " + clip, setb)
-    R.append(";; binary, clipped to the dtype: out of range -> the dtype limits stay")
-    if "ADD" in have:
-        rule("ADD", f"(= e (ADD d a b)) {ab} (= lo (+ al bl)) (= hi (+ ah bh)) {clip}", setb)
-    if "SUB" in have:
-        rule("SUB", f"(= e (SUB d a b)) {ab} (= lo (- al bh)) (= hi (- ah bl)) {clip}", setb)
-    corners = "(= p1 (OP al bl)) (= p2 (OP al bh)) (= p3 (OP ah bl)) (= p4 (OP ah bh)) " \
-              "(= lo (min (min p1 p2) (min p3 p4))) (= hi (max (max p1 p2) (max p3 p4)))"
-    if "MUL" in have:
-        rule("MUL", f"(= e (MUL d a b)) {ab} {corners.replace('OP', '*')} {clip}", setb)
-    if "MAX" in have:
-        rule("MAX", f"(= e (MAX d a b)) {ab} (= lo (max al bl)) (= hi (max ah bh))", setb)
-    if "IDIV" in have:
-        # C division by a divisor of one sign is monotone in each argument: the corners bound it
-        rule("IDIV-pos", f"(= e (IDIV d a b)) {ab} (> bl 0) {corners.replace('OP', '/')}", setb)
-        rule("IDIV-neg", f"(= e (IDIV d a b)) {ab} (< bh 0) {corners.replace('OP', '/')}", setb)
-    if "MOD" in have:
-        m = "(= e (MOD d a b)) (= bl (vmin b)) (> bl 0)"
-        rule("MOD-inside", f"(= e (MOD d a b)) {ab} (> bl 0) (>= al 0) (< ah bl)", "(set (vmin e) al) (set (vmax e) ah)")
-        rule("MOD-lo-pos", f"{m} (= al (vmin a)) (>= al 0)", "(set (vmin e) 0)")
-        rule("MOD-lo-neg", f"{m} (= al (vmin a)) (< al 0) (= bh (vmax b)) (= lo (max al (- 1 bh)))",
-             "(set (vmin e) lo)")
-        rule("MOD-hi-nonpos", f"{m} (= ah (vmax a)) (<= ah 0)", "(set (vmax e) 0)")
-        rule("MOD-hi-pos", f"{m} (= ah (vmax a)) (> ah 0) (= bh (vmax b)) (= hi (min ah (- bh 1)))",
-             "(set (vmax e) hi)")
-    R.append(";; comparisons: 0/1")
-    if "CMPLT" in have:
-        rule("CMPLT-true", f"(= e (CMPLT d a b)) {ab} (< ah bl)", "(set (vmin e) 1) (set (vmax e) 1)")
-        rule("CMPLT-false", f"(= e (CMPLT d a b)) {ab} (>= al bh)", "(set (vmin e) 0) (set (vmax e) 0)")
-        rule("CMPLT-maybe", f"(= e (CMPLT d a b)) {ab} (>= ah bl) (< al bh)", "(set (vmin e) 0) (set (vmax e) 1)")
-    for op, yes, no in (("CMPNE", 1, 0), ("CMPEQ", 0, 1)):
-        if op in have:
-            rule(f"{op}-disjoint-lt", f"(= e ({op} d a b)) {ab} (< ah bl)", f"(set (vmin e) {yes}) (set (vmax e) {yes})")
-            rule(f"{op}-disjoint-gt", f"(= e ({op} d a b)) {ab} (< bh al)", f"(set (vmin e) {yes}) (set (vmax e) {yes})")
-            rule(f"{op}-point", f"(= e ({op} d a b)) {ab} (= al ah) (= bl bh) (= al bl)",
-                 f"(set (vmin e) {no}) (set (vmax e) {no})")
-            rule(f"{op}-maybe", f"(= e ({op} d a b)) {ab}", "(set (vmin e) 0) (set (vmax e) 1)")
-    R.append(";; bitwise: bool dtype as logic, non-negative ints as bounds.py has them")
-    if "AND" in have:
-        rule("AND-bool", f"(= e (AND \"bool\" a b)) {ab} (= lo (min al bl)) (= hi (min ah bh))", setb)
-        rule("AND-int", f"(= e (AND d a b)) (!= d \"bool\") {ab} (>= al 0) (>= bl 0) (= hi (min ah bh))",
-             "(set (vmin e) 0) (set (vmax e) hi)")
-    if "OR" in have:
-        rule("OR-bool", f"(= e (OR \"bool\" a b)) {ab} (= lo (max al bl)) (= hi (max ah bh))", setb)
-    if "XOR" in have:
-        rule("XOR-bool-same", f"(= e (XOR \"bool\" a b)) {ab} (= al ah) (= bl bh) (= al bl)",
-             "(set (vmin e) 0) (set (vmax e) 0)")
-        rule("XOR-bool-diff", f"(= e (XOR \"bool\" a b)) {ab} (= al ah) (= bl bh) (!= al bl)",
-             "(set (vmin e) 1) (set (vmax e) 1)")
-        rule("XOR-bool-maybe", f"(= e (XOR \"bool\" a b)) {ab}", "(set (vmin e) 0) (set (vmax e) 1)")
-    for op in ("OR", "XOR"):
-        if op in have:
-            # (1 << bit_length(m)) - 1: the p = 2**k - 1 with p >= m > p >> 1
-            q = f"(= e ({op} d a b)) (!= d \"bool\") {ab} (>= al 0) (>= bl 0) (= m (max ah bh))"
-            rule(f"{op}-int", f"{q} (pow2m1 p) (>= p m) (< (>> p 1) m)", "(set (vmin e) 0) (set (vmax e) p)")
-            rule(f"{op}-int-zero", f"{q} (= m 0)", "(set (vmin e) 0) (set (vmax e) 0)")
-    if "WHERE" in have:
-        w = "(= e (WHERE d c a b)) (= cl (vmin c)) (= ch (vmax c)) (= cl ch)"
-        rule("WHERE-true", f"{w} (!= cl 0) (= lo (vmin a)) (= hi (vmax a))", setb)
-        rule("WHERE-false", f"{w} (= cl 0) (= lo (vmin b)) (= hi (vmax b))", setb)
-        rule("WHERE", f"(= e (WHERE d c a b)) {ab} (= lo (min al bl)) (= hi (max ah bh))", setb)
-    return "\n".join(R) + "\n"
-
-
-def prune_text(ops: Iterable[Ops]) -> str:
-    """The `prune` ruleset: in an e-class that holds a constant, hide (subsume) every other e-node.
-
-    The constant is the cheapest form of such a class, so extraction loses nothing, and the
-    rules stop matching forms like `0 = 0*3` that only feed re-association loops
-    (0*3 -> 0*9 -> 0*81 -> ...: true, useless, and unbounded).
-    """
-    out = ["(ruleset prune)"]
-    for o in sorted(ops, key=lambda o: o.value):
-        if o is Ops.CONST:
-            continue
-        vs = " ".join(f"f{i}" for i in range(len(ctor_fields(o))))
-        out.append(f"(rule ((= e (CONST cd c)) (= e ({o.name} {vs}))) ((subsume ({o.name} {vs}))) "
-                   f":ruleset prune :name \"prune-{o.name}\")")
-    return "\n".join(out) + "\n"
-
-
-def comm_text(ops: Iterable[Ops]) -> str:
-    """The optional `comm` ruleset: a op b = b op a for the commutative ops."""
-    out = ["(ruleset comm)"]
-    for o in sorted(ops, key=lambda o: o.value):
-        if OP_INFO[o].commutative and arity(o) == 2:
-            out.append(f"(rule ((= e ({o.name} d a b))) ((union e ({o.name} d b a))) :ruleset comm "
-                       f":name \"comm-{o.name}\")")
-    return "\n".join(out) + "\n"
 
 
 # ======================================================================== the .egg file
@@ -853,5 +668,4 @@ def _record_trace(ruleset: Any, per_rule: dict[str, int]) -> None:
             st.hits += n
 
 
-__all__ = ["run_egglog", "prelude_text", "analysis_text", "prune_text", "comm_text", "read_egg", "encodable",
-           "encode_graph", "EGG_DTYPES", "CORE_OPS", "ENCODING_VERSION"]
+__all__ = ["run_egglog", "read_egg", "encodable", "encode_graph", "EGG_DTYPES", "CORE_OPS", "ENCODING_VERSION"]

@@ -17,6 +17,7 @@ from exprgen import RANGES, VARIABLES, Undefined, check_same_value, evaluate, in
 from rulec.emit_egglog import validate
 from rulec.ruleset import EngineError
 from rulec.runtime.matcher import RuleError
+from rulec import egglog_prelude
 from rulec.runtime import egraph as E
 from rulec.runtime.dtype import dtypes
 from rulec.runtime.ops import Ops
@@ -67,7 +68,7 @@ def test_program_names_sources_and_rules(rules):
 
 
 def test_validate_maps_egglog_errors_to_the_rule():
-    pre = [("prelude", E.prelude_text([Ops.CONST, Ops.ADD])), ("support", "(ruleset rules)\n")]
+    pre = [("prelude", egglog_prelude.prelude_text([Ops.CONST, Ops.ADD])), ("support", "(ruleset rules)\n")]
     good = '(rule ((= e (ADD d a (CONST d2 0)))) ((union e a)) :ruleset rules :name "ok")'
     bad = '(rule ((= e (SUBX d a b))) ((union e a)) :ruleset rules :name "bad")'
     ok, err = validate(pre, [("r.yaml:3 (rule ok)", good), ("r.yaml:9 (rule bad)", bad)])
