@@ -190,7 +190,7 @@ def _write_build(paths: list[str | Path], out: Path, project: Project, hashes: d
         files = sorted({keys[project.rulesets[n].file] for n in project.closure(name)})
         inputs = sha256(base + "".join(hashes[f] for f in files) + name)
         entry = {"file": keys[rs.file], "inputs": inputs, "python": f"{name}.py", "egglog": f"{name}.egg",
-                 "doc": rs.doc, "rules": len(project.rules_of(name)),
+                 "doc": rs.doc, "rules": len(project.rules_of(name)), "includes": [i for i, _ in rs.include],
                  "has_callbacks": any(r.call is not None for r in project.rules_of(name))}
         prev = old_sets.get(name)
         if not force and prev and prev["inputs"] == inputs and artifacts_intact(out, prev):
@@ -198,7 +198,10 @@ def _write_build(paths: list[str | Path], out: Path, project: Project, hashes: d
             result.reused.append(name)
             continue
         rules = project.rules_of(name)
-        entry["python_sha256"] = atomic_write(out / entry["python"], emit_python(name, rs.doc, rules))
+        # the matcher holds the set's own rules; the runtime composes included sets' matchers at load
+        own = {id(r) for r in rs.rules}
+        entry["python_sha256"] = atomic_write(out / entry["python"],
+                                              emit_python(name, rs.doc, [r for r in rules if id(r) in own]))
         egg = _emit_egglog(name, rules)
         if egg.rules:
             entry["egglog_sha256"] = atomic_write(out / entry["egglog"], egg.text)

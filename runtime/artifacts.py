@@ -156,7 +156,7 @@ def _valid_entry(name: str, e: Any) -> bool:
             # no egglog program when not one rule of the set can run on egglog
             and ((e.get("egglog") == f"{name}.egg" and _is_hex(e.get("egglog_sha256")))
                  or (e.get("egglog") is None and e.get("egglog_sha256") is None))
-            and isinstance(e.get("file"), str) and isinstance(e.get("doc"), str)
+            and isinstance(e.get("file"), str) and isinstance(e.get("doc"), str) and _is_str_list(e.get("includes"))
             and type(e.get("rules")) is int and type(e.get("has_callbacks")) is bool
             and isinstance(e.get("egglog_skipped"), list)
             and all(_is_str_list(s) and len(s) == 2 for s in e["egglog_skipped"]))
@@ -317,14 +317,30 @@ class Build:
     def ruleset_names(self) -> list[str]:
         return list(self.manifest["rulesets"])
 
-    def ruleset(self, name: str) -> RuleSet:
-        """The compiled rule set `name`; LoadFailed when an artifact is damaged or fails to import."""
-        from .ruleset import RuleSet
+    def composition(self, name: str) -> list[str]:
+        """The sets whose own rules make up rule set `name`, in rule order: included sets first, depth first
+        in include order, each once (a diamond adds nothing twice), then the set itself; as the compiler
+        orders a set's rules (model.RuleSetDef.all_rules)."""
+        sets = self.manifest["rulesets"]
+        out: list[str] = []
+        entered = {name}
+        stack = [(name, iter(sets[name]["includes"]))]
+        while stack:
+            current, includes = stack[-1]
+            for inc in includes:
+                if inc in sets and inc not in entered:
+                    entered.add(inc)
+                    stack.append((inc, iter(sets[inc]["includes"])))
+                    break
+            else:
+                stack.pop()
+                out.append(current)
+        return out
 
+    def _own_matcher(self, name: str):
         entry = self.manifest["rulesets"][name]
         code = read_verified(self.out / entry["python"], entry["python_sha256"])
-        egg = entry["egglog"]
-        if code is None or (egg is not None and file_sha256(self.out / egg) != entry["egglog_sha256"]):
+        if code is None:
             raise LoadFailed(f"an artifact of rule set {name} in {self.out} does not match its manifest (sha256)")
         try:
             mod = _import_artifact(self.out / entry["python"], code, entry["python_sha256"],
@@ -332,7 +348,26 @@ class Build:
         except Exception as e:  # e.g. a callback module that changed since the build: regenerate and re-check
             raise LoadFailed(f"the matcher of rule set {name} in {self.out} failed to load "
                              f"({type(e).__name__}: {e})", regenerate=True) from None
-        return RuleSet(name=name, doc=entry["doc"], matcher=mod.MATCHER, egglog_path=self.out / egg if egg else None,
+        return mod.MATCHER
+
+    def ruleset(self, name: str) -> RuleSet:
+        """The compiled rule set `name`, its matcher composed from its own and its included sets' generated
+        modules; LoadFailed when an artifact is damaged or fails to import."""
+        from .matcher import Matcher
+        from .ruleset import RuleSet
+
+        entry = self.manifest["rulesets"][name]
+        egg = entry["egglog"]
+        if egg is not None and file_sha256(self.out / egg) != entry["egglog_sha256"]:
+            raise LoadFailed(f"an artifact of rule set {name} in {self.out} does not match its manifest (sha256)")
+        parts = [self._own_matcher(n) for n in self.composition(name)]
+        matcher = parts[-1]
+        if len(parts) > 1:
+            whole = parts[0]
+            for m in parts[1:]:
+                whole = whole + m
+            matcher = Matcher(name, whole.rules, whole.entries)
+        return RuleSet(name=name, doc=entry["doc"], matcher=matcher, egglog_path=self.out / egg if egg else None,
                        egglog_sha256=entry["egglog_sha256"], has_callbacks=entry["has_callbacks"],
                        egglog_skipped=[(a, b) for a, b in entry["egglog_skipped"]])
 

@@ -139,3 +139,32 @@ def test_callbacks_beside_the_rule_file_load_in_a_fresh_process(tmp_path):
             "x = UOp.variable('x', 0, 3)\nassert rs.matcher.dispatch[x.op][0][1](x, None) is -x\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
     assert r.returncode == 0, r.stderr
+
+
+def test_included_sets_are_composed_at_load_not_emitted_again(tmp_path):
+    """A set's module holds its own rules; the loader composes the included sets' matchers in the order the
+    compiler gives the rules (included sets first, depth first, each once), so `symbolic` is emitted once."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "base.yaml").write_text(BASE)
+    (src / "top.yaml").write_text(TOP)
+    (src / "diamond.yaml").write_text("""
+left:
+  include: [base]
+  rules:
+    - {name: sub-zero, match: (SUB x 0), rewrite: x}
+both:
+  include: [left, top]
+  rules:
+    - {name: max-self, match: (MAX x x), rewrite: x}
+""")
+    out = tmp_path / "out"
+    res = build([src], out)
+    assert "add-zero" not in (out / "top.py").read_text() and "add-zero" in (out / "base.py").read_text()
+    for name in ("top", "both"):
+        want = [r.name for r in res.project.rules_of(name)]
+        assert [r.name for r in load(src, name=name, build_dir=out).rules] == want
+    assert [r.name for r in load(src, name="both", build_dir=out).rules] == ["add-zero", "sub-zero", "mul-one",
+                                                                              "max-self"]
+    rs = load(src, name="top", build_dir=out)
+    assert rs.matcher.name == "top" and rs.rewrite((x + 0) * 1) is x
