@@ -1,1 +1,2 @@
-"""Kernel backends (C, CUDA, Metal, OpenCL). Filled in by the codegen issue."""
+"""Kernel backends: `kernel_text` (the C-like printer of kernel ASTs) today; C, CUDA, Metal and OpenCL come with
+the codegen issue."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from rulec import Tensor
-from rulec.runtime.interpret import kernel_text
+from rulec.backends.kernel_text import kernel_text
 
 
 def main() -> None:

@@ -90,7 +90,7 @@ def check_kernel(ast: UOp, buffers: Sequence[UOp] = ()) -> None:
             problems.append(f"buf{seen[b]} and buf{i} are one buffer (aliased arguments)")
         seen.setdefault(b, i)
     if problems:
-        from .interpret import kernel_text
+        from ..backends.kernel_text import kernel_text
 
         raise UnsafeKernelError("unsafe kernel: " + "; ".join(problems) + "\nkernel:\n" + kernel_text(ast))
 

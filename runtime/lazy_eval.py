@@ -8,9 +8,14 @@ here rather than producing a plausible number:
 * EXPAND keeps the rank and only grows axes of size 1;
 * every result must have the shape that `UOp.shape` infers, and is stored in the node's dtype.
 
-Semantics: IDIV and MOD truncate toward zero (C), integer arithmetic wraps, float division by zero
-gives inf/nan, PAD pads with zeros, BUFFER reads the contents kept in `rulec.runtime.buffers`
-(bfloat16 is computed in float32), ASSIGN evaluates to its value (the graph is not mutated).
+Semantics: the ALU ops are runtime/alu.py's (IDIV and MOD truncate toward zero as in C, integer
+arithmetic wraps, float division by zero gives inf/nan), computed by the array table the kernel
+interpreter uses too (runtime/alu_numpy.py). PAD pads with zeros, BUFFER reads the contents kept in
+`rulec.runtime.buffers`, ASSIGN evaluates to its value (the graph is not mutated).
+
+One difference from the kernel interpreter is deliberate: bfloat16 is computed in float32 and not
+rounded, as the buffer store keeps it (runtime/buffers.py), while the interpreter rounds every
+bfloat16 result like a bfloat16 backend. So on bfloat16 the two agree only up to that rounding.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import buffers
+from .alu_numpy import ARRAY, REDUCE
 from .ops import GroupOp, Ops
 from .uop import UOp
 
@@ -130,22 +136,7 @@ def _flip(node: UOp, x: np.ndarray) -> np.ndarray:
     return x[tuple(slice(None, None, -1) if f else slice(None) for f in node.arg)]
 
 
-# ------------------------------------------------------------------ ALU
-
-def _trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a / b rounded toward zero (C), exact for integers."""
-    if a.dtype.kind in "iu":
-        return (a - np.fmod(a, b)) // b  # a - fmod(a, b) is a multiple of b: floor == trunc
-    return np.trunc(a / b)
-
-
-def _recip(node: UOp, x: np.ndarray) -> np.ndarray:
-    return _trunc_div(np.ones_like(x), x) if x.dtype.kind in "iu" else np.reciprocal(x)
-
-
-def _neg(node: UOp, x: np.ndarray) -> np.ndarray:
-    return np.logical_not(x) if x.dtype == np.bool_ else np.negative(x)
-
+# ------------------------------------------------------------------ casts
 
 def _cast(node: UOp, x: np.ndarray) -> np.ndarray:
     return x.astype(buffers.numpy_dtype(node.dtype))
@@ -161,12 +152,9 @@ def _elementwise(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 # ------------------------------------------------------------------ reduce
 
-_REDUCERS = {Ops.ADD: np.add, Ops.MAX: np.maximum, Ops.MUL: np.multiply}
-
-
 def _reduce_axis(node: UOp, x: np.ndarray) -> np.ndarray:
     op, axes = node.arg
-    return _REDUCERS[op].reduce(x, axis=tuple(axes), keepdims=True, dtype=x.dtype)
+    return REDUCE[op].reduce(x, axis=tuple(axes), keepdims=True, dtype=x.dtype)
 
 
 _HANDLERS: dict[Ops, Callable[..., Any]] = {
@@ -182,36 +170,10 @@ _HANDLERS: dict[Ops, Callable[..., Any]] = {
     Ops.PAD: lambda node, x: np.pad(x, node.arg),
     Ops.SHRINK: _shrink,
     Ops.FLIP: _flip,
-    # unary
-    Ops.NEG: _neg,
-    Ops.RECIP: _recip,
-    Ops.SQRT: _elementwise(np.sqrt),
-    Ops.EXP2: _elementwise(np.exp2),
-    Ops.LOG2: _elementwise(np.log2),
-    Ops.SIN: _elementwise(np.sin),
-    Ops.TRUNC: _elementwise(np.trunc),
+    # ALU ops: the shared array table
+    **{op: _elementwise(fn) for op, fn in ARRAY.items()},
     Ops.CAST: _cast,
     Ops.BITCAST: _bitcast,
-    # binary
-    Ops.ADD: _elementwise(np.add),
-    Ops.SUB: _elementwise(np.subtract),
-    Ops.MUL: _elementwise(np.multiply),
-    Ops.FDIV: _elementwise(np.true_divide),
-    Ops.IDIV: _elementwise(_trunc_div),
-    Ops.MOD: _elementwise(np.fmod),  # fmod keeps the sign of the dividend: C's %
-    Ops.MAX: _elementwise(np.maximum),
-    Ops.POW: _elementwise(np.power),
-    Ops.CMPLT: _elementwise(np.less),
-    Ops.CMPNE: _elementwise(np.not_equal),
-    Ops.CMPEQ: _elementwise(np.equal),
-    Ops.AND: _elementwise(np.bitwise_and),
-    Ops.OR: _elementwise(np.bitwise_or),
-    Ops.XOR: _elementwise(np.bitwise_xor),
-    Ops.SHL: _elementwise(np.left_shift),
-    Ops.SHR: _elementwise(np.right_shift),
-    # ternary
-    Ops.WHERE: _elementwise(np.where),
-    Ops.MULACC: _elementwise(lambda a, b, c: a * b + c),
     # reduce and bookkeeping
     Ops.REDUCE_AXIS: _reduce_axis,
     Ops.CONTIGUOUS: lambda node, x: x,

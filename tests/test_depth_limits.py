@@ -25,7 +25,8 @@ from rulec.diagnostics import Loc, Reporter
 from rulec.model import Rule, RuleSetDef
 from rulec.patterns import PatternParser
 from rulec.runtime.dtype import dtypes
-from rulec.runtime.interpret import kernel_text, run_kernel
+from rulec.backends.kernel_text import kernel_text
+from rulec.runtime.interpret import run_kernel
 from rulec.runtime.lazy_eval import evaluate
 from rulec.runtime.ops import Ops
 from rulec.runtime.rewrite import RewriteError, graph_rewrite

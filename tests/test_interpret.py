@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rulec.backends.kernel_text import kernel_text
 from rulec.runtime import interpret
 from rulec.runtime.dtype import DType, dtypes
-from rulec.runtime.interpret import InterpretError, OutOfBoundsError, kernel_text, run_kernel
+from rulec.runtime.interpret import InterpretError, OutOfBoundsError, run_kernel
 from rulec.runtime.ops import Ops
 from rulec.runtime.uop import UOp
 
