@@ -225,7 +225,24 @@ def _write_build(paths: list[str | Path], out: Path, project: Project, hashes: d
         manifest["root"] = RELOCATABLE_ROOT
     if manifest != old:
         atomic_write(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    _remove_dropped(out, old, manifest)
     return result
+
+
+def _artifact_names(manifest: dict) -> set[str]:
+    names = {e[k] for e in manifest.get("rulesets", {}).values() for k in ("python", "egglog") if e.get(k)}
+    return names | {e["artifact"] for e in manifest.get("pipelines", {}).values()}
+
+
+def _remove_dropped(out: Path, old: dict, new: dict) -> None:
+    """Artifacts the previous manifest recorded and this one does not (a deleted rule set, a set that no
+    longer has an egglog program): ours by that record, and stale. Removed after the new manifest is in
+    place, so a build killed here leaves only harmless leftovers."""
+    for name in _artifact_names(old) - _artifact_names(new):
+        try:
+            (out / name).unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def _relative_to(root: Path):

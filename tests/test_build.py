@@ -168,3 +168,14 @@ both:
                                                                               "max-self"]
     rs = load(src, name="top", build_dir=out)
     assert rs.matcher.name == "top" and rs.rewrite((x + 0) * 1) is x
+
+
+def test_artifacts_the_new_build_no_longer_has_are_removed(project, tmp_path):
+    out = tmp_path / "out"
+    build([project], out)
+    assert (out / "other.py").exists() and (out / "other.egg").exists()
+    (out / "mine.txt").write_text("not rulec's")
+    (project / "other.yaml").unlink()
+    build([project], out)
+    assert not (out / "other.py").exists() and not (out / "other.egg").exists()
+    assert (out / "mine.txt").exists() and (out / "top.py").exists()
