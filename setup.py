@@ -10,6 +10,7 @@ needs rulec's dependencies at wheel-build time (`pip wheel --no-build-isolation`
 them the wheel is built without it, and the rules are built into the user cache on first use.
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,10 +32,12 @@ class BuildPyWithRules(build_py):
         if getattr(self, "editable_mode", False):
             return  # an editable install builds into the user cache from the checkout
         out = os.path.join(os.path.abspath(self.build_lib), "rulec", "_prebuilt")
+        shutil.rmtree(out, ignore_errors=True)  # an earlier wheel build's sets must not ship
         with tempfile.TemporaryDirectory() as cache:
             env = {**os.environ, "PYTHONPATH": os.path.abspath(self.build_lib), "RULEC_CACHE_DIR": cache}
-            res = subprocess.run([sys.executable, "-c", "from rulec.build import build_prebuilt; build_prebuilt()"],
-                                 cwd=cache, env=env, capture_output=True, text=True)
+            code = "import sys; from rulec.build import build_prebuilt; build_prebuilt(sys.argv[1])"
+            res = subprocess.run([sys.executable, "-c", code, out], cwd=cache, env=env, capture_output=True,
+                                 text=True)
         if res.returncode != 0:
             last = (res.stderr.strip().splitlines() or ["?"])[-1]
             print(f"rulec: building the wheel without prebuilt rules ({last})", file=sys.stderr)

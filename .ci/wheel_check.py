@@ -6,7 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
+import rulec
 from rulec import Tensor
+
+prebuilt = Path(rulec.__file__).parent / "_prebuilt"
+assert (prebuilt / "manifest.json").is_file(), "the wheel has no prebuilt build"
+before = sorted((p.name, p.stat().st_mtime_ns) for p in prebuilt.iterdir())
 
 x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
 out = ((Tensor(x) + 1).permute(2, 0, 1).reshape(4, 6).sum(1) * 2).numpy()
@@ -17,4 +22,5 @@ assert not compiler, f"the installed runtime imported compiler modules: {compile
 assert "yaml" not in sys.modules, "the installed runtime imported PyYAML"
 cache = Path(os.environ["RULEC_CACHE_DIR"])
 assert not cache.exists(), f"the installed runtime wrote to the user cache: {list(cache.iterdir())}"
+assert sorted((p.name, p.stat().st_mtime_ns) for p in prebuilt.iterdir()) == before, "the install folder was written"
 print("wheel check: prebuilt rules used; no compiler, no YAML, nothing written")

@@ -26,7 +26,7 @@ from .diagnostics import Reporter
 from .emit_pipeline import emit_pipeline
 from .emit_python import emit_python
 from rulec.runtime.artifacts import (FORMAT, MANIFEST, RELOCATABLE_ROOT, default_build_dir, default_sources, file_sha256,
-                                     generator_sha256, pipeline_artifact_name, read_manifest, sha256,
+                                     generator_sha256, ops_sha256, pipeline_artifact_name, read_manifest, sha256,
                                      source_hashes, source_key)
 from rulec.runtime.resources import rules_dir
 
@@ -46,6 +46,12 @@ def egglog_version() -> str:
 TEMP_SUFFIX = ".rulec-tmp"
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, text: str) -> str:
     """Write `text` as UTF-8 through a temp file and a rename; return the sha256 of the bytes written."""
     data = text.encode("utf-8")
@@ -54,6 +60,7 @@ def atomic_write(path: Path, text: str) -> str:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; an artifact is as readable as any file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -165,10 +172,10 @@ def _replaceable(path: Path, listed: set[str]) -> bool:
     return head.startswith(_ARTIFACT_MARKS.get(path.suffix, b"\0"))
 
 
-def _check_replaceable(out: Path, project: Project, old: dict) -> None:
+def _check_replaceable(out: Path, project: Project, old: dict, stored) -> None:
     listed = {e[k] for e in old.get("rulesets", {}).values() for k in ("python", "egglog") if e[k]}
     listed |= {e["artifact"] for e in old.get("pipelines", {}).values()}
-    pipelines = [pipeline_artifact_name(source_key(f)) for f in project.pipelines]
+    pipelines = [pipeline_artifact_name(stored(source_key(f))) for f in project.pipelines]
     for name in [MANIFEST, *(f"{n}{ext}" for n in project.rulesets for ext in (".py", ".egg")), *pipelines]:
         if not _replaceable(out / name, listed):
             raise BuildFolderError(f"refusing to overwrite {out / name}: it was not written by rulec "
@@ -179,7 +186,8 @@ def _write_build(paths: list[str | Path], out: Path, project: Project, hashes: d
                  force: bool, relocatable: bool = False) -> BuildResult:
     _remove_abandoned_temps(out)
     old = read_manifest(out) or {}
-    _check_replaceable(out, project, old)
+    stored = _relative_to(rules_dir()) if relocatable else (lambda k: k)
+    _check_replaceable(out, project, old, stored)
     old_sets = old.get("rulesets", {}) if old.get("rulec") == __version__ else {}
     keys = {display_path(f): source_key(f) for f in project.files}
     generator = generator_sha256()
@@ -210,13 +218,13 @@ def _write_build(paths: list[str | Path], out: Path, project: Project, hashes: d
         entry["egglog_skipped"] = [[r.name, reason] for r, reason in egg.skipped]
         entries[name] = entry
         result.built.append(name)
-    stored = _relative_to(rules_dir()) if relocatable else (lambda k: k)
     pipelines = {}
     for f, spec in project.pipelines.items():
         key = stored(source_key(f))
         name = pipeline_artifact_name(key)
         pipelines[key] = {"artifact": name, "sha256": atomic_write(out / name, emit_pipeline(spec))}
     manifest = {"format": FORMAT, "rulec": __version__, "egglog": egglog_version(), "generator": generator,
+                "ops": ops_sha256(),
                 "pipelines": pipelines, "sources": {stored(k): v for k, v in hashes.items()},
                 "paths": [stored(source_key(Path(p))) for p in paths],
                 "source_dirs": sorted({stored(str(Path(source_key(f)).parent)) for f in project.files}),
@@ -263,19 +271,31 @@ def _emit_egglog(name: str, rules):
     return emit_egglog(name, rules)
 
 
-def build_prebuilt(out_dir: str | Path | None = None) -> BuildResult:
+def build_prebuilt(out_dir: str | Path) -> BuildResult:
     """The build of rulec's own rules that a wheel ships (`setup.py` runs this into the wheel's
     `rulec/_prebuilt`): relocatable, with the generated matchers' bytecode for this Python beside them, so an
-    installed rulec schedules its first program without compiling anything."""
+    installed rulec schedules its first program without compiling anything.
+
+    Rule locations in the artifacts are written relative to the package (`rules/symbolic.yaml:12:3`): the
+    build folder it is made in is gone once the wheel is installed."""
     from rulec.runtime import artifacts
 
-    out = Path(out_dir) if out_dir is not None else artifacts.prebuilt_dir()
-    result = build(default_sources(), out, force=True, relocatable=True)
+    out = Path(out_dir).resolve()
+    here = os.getcwd()
+    os.chdir(rules_dir().parent)  # diagnostics and rule locations name files relative to the working folder
+    try:
+        result = build(default_sources(), out, force=True, relocatable=True)
+    finally:
+        os.chdir(here)
     current, problem = artifacts._current(out, default_sources())
     if current is None:
         raise RuntimeError(f"the prebuilt build is not current right after building it: {problem}")
+    for entry in current.manifest["rulesets"].values():
+        path = out / entry["python"]
+        code = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+        artifacts.write_code_cache(path, entry["python_sha256"], code)
     for name in current.ruleset_names():
-        current.ruleset(name)  # imports it, which writes its bytecode cache
+        current.ruleset(name)  # every set loads, from its bytecode
     from rulec.runtime.ops import write_op_table_cache
 
     write_op_table_cache(out)

@@ -14,6 +14,7 @@ only then, through the hook the `rulec` package registers (`set_rebuilder`).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import marshal
 import os
@@ -115,22 +116,28 @@ def default_sources() -> list[Path]:
     return [rules_dir()]
 
 
-# What generated code depends on besides the rule files: the code generators (their output changes with
-# them) and the runtime modules whose names it binds. Paths are relative to the `rulec` package; the
-# runtime hashes their bytes and imports none of them.
-GENERATOR_FILES = ("emit_python.py", "emit_egglog.py", "egglog_prelude.py", "emit_pipeline.py", "variants.py",
-                   "exprs.py")
-RUNTIME_BINDINGS = ("genlib.py", "helpers.py", "schedule_helpers.py", "matcher.py", "bounds_table.py", "egraph.py")
+# What generated code depends on besides the rule files: the compiler (every module of it shapes what it
+# writes), and the runtime modules whose names generated code binds. The runtime hashes their bytes and
+# imports none of them.
+RUNTIME_BINDINGS = ("genlib.py", "helpers.py", "schedule_helpers.py", "matcher.py", "bounds_table.py", "egraph.py",
+                    "dtype.py")
 
 
 def generator_sha256() -> str:
-    """One hash over the generators and the runtime API generated code calls: a change regenerates
-    every artifact. A file missing from an install (no compiler shipped) hashes as absent."""
+    """One hash over the compiler's modules and the runtime API generated code calls: a change regenerates
+    every artifact. A file missing from an install hashes as absent."""
     import rulec
 
     compiler, runtime = Path(rulec.__file__).parent, Path(__file__).parent
-    paths = [compiler / f for f in GENERATOR_FILES] + [runtime / f for f in RUNTIME_BINDINGS]
-    return sha256("\0".join(f"{p.name}:{file_sha256(p)}" for p in paths))
+    paths = sorted(compiler.glob("*.py")) + [runtime / f for f in RUNTIME_BINDINGS]
+    return sha256("\0".join(f"{p.parent.name}/{p.name}:{file_sha256(p)}" for p in paths))
+
+
+def ops_sha256() -> str:
+    """The op table's hash: every artifact depends on it (ops, groups, arity, costs)."""
+    from .resources import rules_dir
+
+    return file_sha256(rules_dir() / "ops.yaml") or "unreadable"
 
 
 # ------------------------------------------------------------------ the manifest's shape
@@ -183,7 +190,7 @@ def valid_manifest(data: Any) -> bool:
     return (isinstance(data, dict) and data.get("format") == FORMAT
             and data.get("root", RELOCATABLE_ROOT) == RELOCATABLE_ROOT
             and isinstance(data.get("rulec"), str) and isinstance(data.get("egglog"), str)
-            and _is_hex(data.get("generator"))
+            and _is_hex(data.get("generator")) and isinstance(data.get("ops"), str)
             and isinstance(data.get("sources"), dict)
             and all(isinstance(v, str) for v in data["sources"].values())
             and _is_str_list(data.get("paths")) and _is_str_list(data.get("source_dirs"))
@@ -277,33 +284,66 @@ def _import_artifact(path: Path, code: bytes, digest: str, source_dirs: list[str
     return mod
 
 
+_CODE_CACHE = re.compile(r"\.(?P<stem>.+)-[0-9a-f]{16}\.(?P<tag>[\w-]+)\.code\Z")
+
+
 def _code_cache(path: Path, digest: str) -> Path:
     return path.with_name(f".{path.stem}-{digest[:16]}.{sys.implementation.cache_tag}.code")
 
 
+def _code_seal(digest: str, data: bytes) -> bytes:
+    """What a bytecode cache file starts with: a hash binding its code to the sha256 of the verified source
+    it was compiled from, the interpreter's bytecode format and the optimize level, as a hash-checked .pyc
+    is bound to its source. A cache file made from other source, or torn, fails the seal and is ignored."""
+    header = f"{digest}\0{importlib.util.MAGIC_NUMBER.hex()}\0{sys.flags.optimize}\0".encode()
+    return hashlib.sha256(header + data).digest()
+
+
 def _compiled(path: Path, code: bytes, digest: str) -> CodeType:
-    """The code object of a generated module. Compiling a large matcher costs more than everything else a
-    first schedule does, so the bytecode is kept beside it, as Python keeps .pyc files: named by the
-    source's sha256, itself prefixed by its own sha256 (a torn or edited cache file is recompiled)."""
+    """The code object of a generated module, from `code` (bytes already checked against the manifest).
+
+    Compiling a large matcher costs more than everything else a first schedule does, so the bytecode is
+    kept beside it, as Python keeps .pyc files (not under the wheel's prebuilt build, which is never written,
+    nor when Python is asked not to write bytecode: `-B`, PYTHONDONTWRITEBYTECODE)."""
     cache = _code_cache(path, digest)
     try:
         blob = cache.read_bytes()
-        if len(blob) > 32 and hashlib.sha256(blob[32:]).digest() == blob[:32]:
-            return marshal.loads(blob[32:])
+        if len(blob) > 32 and _code_seal(digest, blob[32:]) == blob[:32]:
+            return _relocated(marshal.loads(blob[32:]), str(path))
     except (OSError, ValueError, EOFError, TypeError):
         pass
     compiled = compile(code, str(path), "exec", dont_inherit=True)
+    if sys.dont_write_bytecode or path.parent.resolve().is_relative_to(prebuilt_dir().resolve()):
+        return compiled
+    write_code_cache(path, digest, compiled)
+    return compiled
+
+
+def write_code_cache(path: Path, digest: str, compiled: CodeType) -> None:
+    """Best effort, atomically; bytecode of earlier versions of this artifact is removed."""
     data = marshal.dumps(compiled)
+    cache = _code_cache(path, digest)
     try:
-        for old in path.parent.glob(f".{path.stem}-*.{sys.implementation.cache_tag}.code"):
-            old.unlink(missing_ok=True)  # bytecode of an earlier version of this artifact
+        for old in path.parent.iterdir():
+            m = _CODE_CACHE.match(old.name)
+            if m and m["stem"] == path.stem and m["tag"] == sys.implementation.cache_tag and old != cache:
+                old.unlink(missing_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f"{cache.name}.", suffix=".rulec-tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
-            f.write(hashlib.sha256(data).digest() + data)
+            f.write(_code_seal(digest, data) + data)
+        os.chmod(tmp, 0o644)  # as readable as the artifact beside it (a wheel ships these)
         os.replace(tmp, cache)
     except OSError:
         pass  # a read-only build folder only costs the compile
-    return compiled
+
+
+def _relocated(code: CodeType, filename: str) -> CodeType:
+    """`code` with `filename` as its file, in every nested code object: bytecode shipped in a wheel was
+    compiled where the wheel was built, and tracebacks must name where it is installed."""
+    if code.co_filename == filename:
+        return code
+    consts = tuple(_relocated(c, filename) if isinstance(c, CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
 
 
 @dataclass
@@ -398,6 +438,8 @@ def _current(out: Path, sources: list[Path]) -> tuple[Build | None, str]:
         return None, f"the build in {out} is out of date with its rule files"
     if manifest["generator"] != generator_sha256():
         return None, f"the build in {out} was made by other code generators"
+    if manifest["ops"] != ops_sha256():
+        return None, f"the build in {out} was made with another op table (ops.yaml)"
     import rulec
 
     if manifest["rulec"] != rulec.__version__:
@@ -458,6 +500,12 @@ def shipped_build() -> Build:
         b = _current(pre, sources)[0] if (pre / MANIFEST).is_file() else None
         _shipped_build.append(b or open_build(sources, default_build_dir(sources)))
     return _shipped_build[0]
+
+
+def forget_shipped() -> None:
+    """Check rulec's own build against its rule files again at next use (a rule or pipeline file changed)."""
+    _shipped_build.clear()
+    _shipped.clear()
 
 
 def from_shipped(get: Callable[[Build], Any]) -> Any:

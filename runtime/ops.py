@@ -29,20 +29,25 @@ def _load_table() -> tuple[dict, dict]:
     text = (rules_dir() / "ops.yaml").read_bytes()
     from .artifacts import cache_root, prebuilt_dir
 
-    name = op_table_cache_name(text)
+    name, digest = op_table_cache_name(text), hashlib.sha256(text).hexdigest()
     cached = cache_root() / name
     for path in (prebuilt_dir() / name, cached):  # a wheel ships it; a checkout makes it on first use
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(data, dict) and isinstance(data.get("ops"), dict) and isinstance(data.get("groups"), dict):
+            if (isinstance(data, dict) and data.get("source_sha256") == digest and isinstance(data.get("ops"), dict)
+                    and isinstance(data.get("groups"), dict)):
                 return data["ops"], data["groups"]
         except (OSError, ValueError):
             pass
     import yaml
 
     data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    _write_cache(cached, json.dumps({"ops": data["ops"], "groups": data["groups"]}))
+    _write_cache(cached, _cache_text(digest, data["ops"], data["groups"]))
     return data["ops"], data["groups"]
+
+
+def _cache_text(digest: str, ops: dict, groups: dict) -> str:
+    return json.dumps({"source_sha256": digest, "ops": ops, "groups": groups})
 
 
 def op_table_cache_name(text: bytes) -> str:
@@ -52,7 +57,8 @@ def op_table_cache_name(text: bytes) -> str:
 def write_op_table_cache(folder) -> None:
     """The parsed op table as JSON in `folder`, named by the table's hash (the wheel's prebuilt build)."""
     text = (rules_dir() / "ops.yaml").read_bytes()
-    _write_cache(folder / op_table_cache_name(text), json.dumps({"ops": _OPS_RAW, "groups": _GROUPS_RAW}))
+    digest = hashlib.sha256(text).hexdigest()
+    _write_cache(folder / op_table_cache_name(text), _cache_text(digest, _OPS_RAW, _GROUPS_RAW))
 
 
 def _write_cache(path, text: str) -> None:

@@ -84,6 +84,11 @@ def _sources_of(path: Path) -> list[Path]:
 def _cached_pipeline(path: str, sha: str) -> Pipeline:
     sources = _sources_of(Path(path))
     if sources == artifacts.default_sources():
+        if artifacts.shipped_build().manifest["sources"].get(artifacts.source_key(Path(path))) != sha:
+            # edited since rulec's build was checked in this process: check (and rebuild) it again, and
+            # use the rule sets of that build from now on
+            artifacts.forget_shipped()
+            _matcher.cache_clear()
         data = artifacts.from_shipped(lambda b: b.pipeline(Path(path)))
     else:
         data = artifacts.use(sources, artifacts.default_build_dir(sources), True, lambda b: b.pipeline(Path(path)))

@@ -376,3 +376,77 @@ def test_the_runtime_api_that_generated_code_calls_is_a_build_input(monkeypatch,
 
     monkeypatch.setattr(Path, "read_bytes", edited)
     assert build_mod.generator_sha256() != before
+
+
+# ------------------------------------------------------------------ the bytecode cache
+
+@pytest.fixture
+def writes_bytecode(monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # the environment may set PYTHONDONTWRITEBYTECODE
+
+
+def test_bytecode_cache_is_bound_to_the_verified_source(project, writes_bytecode):
+    """A cache file made from other source (or another interpreter's format) fails its seal: the module runs
+    from the verified .py, never from the cache."""
+    import marshal
+
+    from rulec.runtime import artifacts
+
+    src, out = project
+    from rulec.runtime import artifacts as arts
+
+    arts._modules.clear()
+    assert loaded_value(src, out, "k1") == 1
+    (cache,) = out.glob(".k1-*.code")
+    other = compile("raise SystemExit('ran the cache, not the verified source')", "x", "exec")
+    data = marshal.dumps(other)
+    wrong_digest = "0" * 64  # a seal made for another source: self-consistent, and refused
+    cache.write_bytes(artifacts._code_seal(wrong_digest, data) + data)
+    artifacts._modules.clear()
+    assert loaded_value(src, out, "k1") == 1
+
+
+def test_sets_whose_names_share_a_prefix_keep_their_own_bytecode(tmp_path, writes_bytecode):
+    from rulec.runtime import artifacts
+
+    src = tmp_path / "src"
+    write_sources(src, {"foo": 1, "foo-zed": 2})
+    out = tmp_path / "out"
+    build([src], out)
+    artifacts._modules.clear()
+    assert loaded_value(src, out, "foo") == 1 and loaded_value(src, out, "foo-zed") == 2
+    bar = list(out.glob(".foo-zed-*.code"))
+    assert len(bar) == 1
+    for cache in out.glob(".foo-[0-9a-f]*.code"):
+        cache.unlink()  # a cache miss for `foo`: loading it writes its cache, and touches no other set's
+    artifacts._modules.clear()
+    assert loaded_value(src, out, "foo") == 1
+    assert bar[0].exists() and len(list(out.glob(".*.code"))) == 2
+
+
+def test_an_edit_to_any_compiler_module_or_to_ops_yaml_makes_a_build_stale(monkeypatch, project):
+    from rulec.runtime import artifacts
+
+    src, out = project
+    assert artifacts._current(out, [src])[0] is not None
+    real = Path.read_bytes
+
+    def edited(name):
+        def read(self, *a, **kw):
+            data = real(self, *a, **kw)
+            return data + b"\n# edited\n" if self.name == name else data
+        return read
+
+    monkeypatch.setattr(Path, "read_bytes", edited("pipeline_check.py"))  # not a code generator by name
+    assert "other code generators" in artifacts._current(out, [src])[1]
+    monkeypatch.setattr(Path, "read_bytes", edited("ops.yaml"))
+    assert "another op table" in artifacts._current(out, [src])[1]
+
+
+def test_no_bytecode_is_written_when_python_is_asked_not_to(project, monkeypatch):
+    from rulec.runtime import artifacts
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    src, out = project
+    artifacts._modules.clear()
+    assert loaded_value(src, out, "k0") == 1 and not list(out.glob(".k0-*.code"))

@@ -117,3 +117,23 @@ def test_dead_rules_show():
     assert ("earliest_rewrites", "copy-after-shrink") in dead  # no copy in this program
     assert t.stats[next(i for i in t.stats if i.name == "copy-after-shrink")].hits == 0
     assert "copy-after-shrink" in t.report() and t.report().splitlines()[-1].endswith("dead")
+
+
+def test_an_edit_to_rulecs_own_pipeline_is_seen_in_the_same_process(tmp_path, monkeypatch):
+    """rulec's build is checked once per process, but the pipeline file is hashed at every schedule: an edit
+    rebuilds and takes effect at once, as the next schedule shows."""
+    import shutil
+
+    from rulec.runtime import artifacts, schedule
+
+    rules = tmp_path / "rules"
+    shutil.copytree(artifacts.default_sources()[0], rules, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(artifacts, "default_sources", lambda: [rules])
+    monkeypatch.setattr(artifacts, "_shipped_build", [])
+    monkeypatch.setattr(artifacts, "_shipped", {})
+    schedule._matcher.cache_clear()
+    path = rules / "schedule" / "pipeline.yaml"
+    assert "symbolic" in [s.name for s in schedule.load_pipeline(path).stages]
+    path.write_text(path.read_text().replace("  - name: symbolic\n", "  - name: symbolic, renamed\n"))
+    assert "symbolic, renamed" in [s.name for s in schedule.load_pipeline(path).stages]
+    schedule._matcher.cache_clear()

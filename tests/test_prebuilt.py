@@ -62,3 +62,20 @@ def test_a_stale_prebuilt_build_is_left_alone_and_the_user_cache_is_built(fresh_
         assert _listing(fresh_shipped) == before
     finally:
         manifest.write_text(saved)
+
+
+def test_prebuilt_rule_locations_name_the_package_not_the_build_folder(prebuilt):
+    text = (prebuilt / "symbolic.py").read_text()
+    assert "'rules/symbolic.yaml', " in text and str(prebuilt.parent) not in text
+    pipeline = json.loads(next(prebuilt.glob("pipeline-*.json")).read_text())
+    assert pipeline["file"] == "rules/schedule/pipeline.yaml"
+
+
+def test_bytecode_missing_from_a_prebuilt_build_is_compiled_in_memory_never_written(fresh_shipped):
+    for cache in fresh_shipped.glob(".index_divmod-*.code"):  # as on a Python the wheel was not built for
+        cache.unlink()
+    before = _listing(fresh_shipped)
+    assert artifacts.shipped_ruleset("index_divmod").matcher.rules
+    assert _listing(fresh_shipped) == before
+    code = artifacts.shipped_ruleset("symbolic").matcher.entries[0][2].__code__
+    assert code.co_filename == str(fresh_shipped / "symbolic.py")  # shipped bytecode names where it is now
