@@ -46,8 +46,9 @@ BOUNDS: dict[str, tuple[Case, ...]] = {
     # leaves whose bounds come from a source
     "BIND": (Case("BIND", lo="al", hi="ah"),),
     "RANGE": (Case("RANGE", lo="0", hi="ah - 1"),),
-    # unary: clipped, since -vmin leaves the dtype for an unsigned one or for the most negative value
-    "NEG": (Case("NEG", lo="-ah", hi="-al", clip=True),),
+    # unary: clipped, since -vmin leaves the dtype for an unsigned one or for the most negative value; a
+    # bool's NEG is NOT (runtime/alu.py), which the limits bound
+    "NEG": (Case("NEG", dtype="int", lo="-ah", hi="-al", clip=True),),
     "CAST": (Case("CAST", lo="al", hi="ah", clip=True, int_sources=True),),
     # binary, clipped to the dtype: out of range -> the dtype limits stay
     "ADD": (Case("ADD", lo="al + bl", hi="ah + bh", clip=True),),
@@ -55,8 +56,9 @@ BOUNDS: dict[str, tuple[Case, ...]] = {
     "MUL": (Case("MUL", lo=_MUL_LO, hi=_MUL_HI, clip=True),),
     "MAX": (Case("MAX", lo="max(al, bl)", hi="max(ah, bh)"),),
     # C division by a divisor of one sign is monotone in each argument: the corners bound it
-    "IDIV": (Case("IDIV-pos", when=("bl > 0",), lo=_DIV_LO, hi=_DIV_HI),
-             Case("IDIV-neg", when=("bh < 0",), lo=_DIV_LO, hi=_DIV_HI)),
+    # (clipped: the least value divided by -1 overflows, and wraps)
+    "IDIV": (Case("IDIV-pos", when=("bl > 0",), lo=_DIV_LO, hi=_DIV_HI, clip=True),
+             Case("IDIV-neg", when=("bh < 0",), lo=_DIV_LO, hi=_DIV_HI, clip=True)),
     "MOD": (Case("MOD-inside", when=("bl > 0", "al >= 0", "ah < bl"), lo="al", hi="ah"),
             Case("MOD-lo-pos", when=("bl > 0", "al >= 0"), lo="0"),
             Case("MOD-lo-neg", when=("bl > 0", "al < 0"), lo="max(al, 1 - bh)"),
