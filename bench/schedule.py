@@ -1,8 +1,12 @@
 """Scheduling time and kernel counts: rulec against tinygrad 0.14, side by side, in one run.
 
     pip install -e '.[bench]'     # tinygrad 0.14, for this benchmark only
-    python bench/schedule.py [--repeat 15]
+    python bench/schedule.py [--repeat 15] [--only mlp,transformer,chain] [--quick]
 
+Three families of programs, each at several sizes, so the table shows how scheduling time scales:
+  mlp          an MLP 784-256-...-256-10, batch 64, with 1 to 16 hidden layers, forward
+  transformer  a stack of 1 to 8 transformer blocks, d=256 h=8 T=128 B=4, forward
+  chain        a chain of 100 to 5000 elementwise ops on a 64x64 tensor
 The same program text runs on both frontends. Inputs are realized first, so they
 cost no kernel; only scheduling is timed (`Tensor.schedule(...)`; tinygrad 0.14:
 `schedule_linear`; no compile, no run), on a warm process, with tinygrad's
@@ -16,6 +20,7 @@ import argparse
 import os
 import statistics
 import time
+from typing import Callable
 
 os.environ.setdefault("SCACHE", "0")
 os.environ.setdefault("DEV", "CPU")
@@ -23,11 +28,15 @@ os.environ.setdefault("DEV", "CPU")
 import numpy as np  # noqa: E402
 
 
-def mlp(Tensor, x, w1, b1, w2, b2):
-    return [((x @ w1 + b1).relu() @ w2 + b2)]
+def mlp(Tensor, x, *wb):
+    for i in range(0, len(wb), 2):
+        x = x @ wb[i] + wb[i + 1]
+        if i + 2 < len(wb):
+            x = x.relu()
+    return [x]
 
 
-def transformer_block(Tensor, x, wq, wk, wv, wo, w1, w2, mask, heads=8):
+def transformer_block(x, wq, wk, wv, wo, w1, w2, mask, heads=8):
     B, T, D = x.shape
     dh = D // heads
 
@@ -40,21 +49,55 @@ def transformer_block(Tensor, x, wq, wk, wv, wo, w1, w2, mask, heads=8):
     att = mask.where(att, -1e9).softmax(-1)
     y = (att @ v).permute(0, 2, 1, 3).reshape(B, T, D) @ wo
     x = x + y
-    return [x + (x.layernorm() @ w1).gelu() @ w2]
+    return x + (x.layernorm() @ w1).gelu() @ w2
 
 
-def inputs(name: str) -> list[np.ndarray]:
+def transformer(Tensor, x, mask, *ws):
+    for i in range(0, len(ws), 6):
+        x = transformer_block(x, *ws[i:i + 6], mask)
+    return [x]
+
+
+# one elementwise op per step, cycling through binary ops with a second input and unary ops
+_CHAIN_STEPS: list[Callable] = [lambda x, y: x + y, lambda x, y: x * y, lambda x, y: x.relu(),
+                                lambda x, y: x - y, lambda x, y: -x, lambda x, y: x.maximum(y)]
+
+
+def chain(Tensor, x, y, n):
+    for i in range(n):
+        x = _CHAIN_STEPS[i % len(_CHAIN_STEPS)](x, y)
+    return [x]
+
+
+def inputs(family: str, size: int) -> list[np.ndarray]:
     rng = np.random.default_rng(0)
     f = lambda *s: rng.standard_normal(s).astype(np.float32) * 0.05  # noqa: E731
-    if name == "mlp":
-        return [f(64, 784), f(784, 512), f(512), f(512, 10), f(10)]
-    B, T, D = 4, 128, 256
-    mask = np.tril(np.ones((T, T), dtype=bool))
-    return [f(B, T, D), f(D, D), f(D, D), f(D, D), f(D, D), f(D, 4 * D), f(4 * D, D), mask]
+    if family == "mlp":
+        dims = [784] + [256] * size + [10]
+        out = [f(64, 784)]
+        for a, b in zip(dims, dims[1:]):
+            out += [f(a, b), f(b)]
+        return out
+    if family == "transformer":
+        B, T, D = 4, 128, 256
+        out = [f(B, T, D), np.tril(np.ones((T, T), dtype=bool))]
+        for _ in range(size):
+            out += [f(D, D), f(D, D), f(D, D), f(D, D), f(D, 4 * D), f(4 * D, D)]
+        return out
+    return [f(64, 64), f(64, 64)]
 
 
-PROGRAMS = {"mlp": ("MLP 784-512-10, batch 64, forward", mlp),
-            "transformer": ("transformer block d=256 h=8 T=128 B=4, forward", transformer_block)}
+def program(family: str, size: int) -> Callable:
+    if family == "chain":
+        return lambda Tensor, x, y: chain(Tensor, x, y, size)
+    return {"mlp": mlp, "transformer": transformer}[family]
+
+
+FAMILIES = {
+    "mlp": ("MLP, {} hidden layers", [1, 2, 4, 8, 16], [1, 16]),
+    "transformer": ("transformer stack, {} blocks", [1, 2, 4, 8], [1, 8]),
+    "chain": ("elementwise chain, {} ops", [100, 500, 1000, 2000, 5000], [100, 5000]),
+}
 
 
 class Runner:
@@ -88,6 +131,10 @@ def count_kernels(Tensor, outs) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--only", default=",".join(FAMILIES), help="families to run, comma-separated: "
+                    + ", ".join(FAMILIES))
+    ap.add_argument("--sizes", default=None, help="sizes to run, comma-separated (default: each family's)")
+    ap.add_argument("--quick", action="store_true", help="only the smallest and largest size of each family")
     args = ap.parse_args()
 
     from rulec import Tensor as RTensor
@@ -99,28 +146,37 @@ def main() -> None:
         TTensor, tg_version = None, "not installed (pip install -e '.[bench]')"
 
     print(f"tinygrad: {tg_version}; median of {args.repeat} warm runs, the two schedulers alternating\n")
-    header = (f"{'program':50} {'uops':>5} {'kernels rulec/tinygrad':>23} {'rulec ms':>9} {'tinygrad ms':>12} "
+    header = (f"{'program':34} {'uops':>6} {'kernels rulec/tinygrad':>23} {'rulec ms':>9} {'tinygrad ms':>12} "
               f"{'tinygrad/rulec':>15} {'(min-max)':>13}")
     print(header)
     print("-" * len(header))
-    for key, (label, prog) in PROGRAMS.items():
-        arrays = inputs(key)
-        rulec = Runner(RTensor, prog, arrays)
-        tiny = Runner(TTensor, prog, arrays) if TTensor is not None else None
-        ratios = []
-        for i in range(args.repeat + 1):  # the first round warms both up and is not counted
-            r = rulec.once()
+    for family in args.only.split(","):
+        label, sizes, quick = FAMILIES[family]
+        if args.sizes:
+            sizes = [int(s) for s in args.sizes.split(",")]
+        elif args.quick:
+            sizes = quick
+        for size in sizes:
+            arrays, prog = inputs(family, size), program(family, size)
+            rulec = Runner(RTensor, prog, arrays)
+            tiny = Runner(TTensor, prog, arrays) if TTensor is not None else None
+            ratios = []
+            for i in range(args.repeat + 1):  # the first round warms both up and is not counted
+                r = rulec.once()
+                if tiny is not None:
+                    t = tiny.once()
+                    if i:
+                        ratios.append(t / r)
+            r_ms = statistics.median(rulec.times[1:]) * 1e3
+            name = label.format(size)
             if tiny is not None:
-                t = tiny.once()
-                if i:
-                    ratios.append(t / r)
-        r_ms = statistics.median(rulec.times[1:]) * 1e3
-        if tiny is not None:
-            t_ms = statistics.median(tiny.times[1:]) * 1e3
-            print(f"{label:50} {rulec.uops:5d} {f'{rulec.kernels} / {tiny.kernels}':>23} {r_ms:9.1f} {t_ms:12.1f} "
-                  f"{statistics.median(ratios):14.2f}x {f'{min(ratios):.2f}-{max(ratios):.2f}':>13}")
-        else:
-            print(f"{label:50} {rulec.uops:5d} {f'{rulec.kernels} / -':>23} {r_ms:9.1f} {'-':>12} {'-':>15}")
+                t_ms = statistics.median(tiny.times[1:]) * 1e3
+                print(f"{name:34} {rulec.uops:6d} {f'{rulec.kernels} / {tiny.kernels}':>23} {r_ms:9.1f} "
+                      f"{t_ms:12.1f} {statistics.median(ratios):14.2f}x "
+                      f"{f'{min(ratios):.2f}-{max(ratios):.2f}':>13}", flush=True)
+            else:
+                print(f"{name:34} {rulec.uops:6d} {f'{rulec.kernels} / -':>23} {r_ms:9.1f} {'-':>12} {'-':>15}",
+                      flush=True)
 
 
 if __name__ == "__main__":

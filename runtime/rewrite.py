@@ -10,7 +10,7 @@ Results are memoized over the DAG, so a shared node is rewritten once.
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from .matcher import Matcher, RuleInfo, rule_error
 from .trace import active_trace
@@ -31,6 +31,8 @@ class HasMatcher(Protocol):
 
 # A single node may be rewritten this many times in a row before we look for a cycle.
 NODE_STEP_LIMIT = 1000
+# A whole rewrite may take this many steps, or 100 per node of the graph if that is more.
+STEP_FLOOR = 100_000
 
 
 def _as_matcher(rules: Matcher | HasMatcher) -> Matcher:
@@ -51,7 +53,8 @@ class _Rewriter:
         if self.trace is not None:
             self.trace.register(self.matcher.rules)
         self.steps = 0
-        self.step_limit = 0
+        self.step_limit = STEP_FLOOR
+        self.root: UOp | None = None  # the graph the limit is taken from, until it is
         # the last rule that rewrote each node, to explain cycles
         self.rewrote: dict[UOp, tuple[UOp, int]] = {}
         # the rule whose callback raised RewriteNotReady last, and per deferred node the one that did
@@ -121,12 +124,24 @@ class _Rewriter:
         # a step costs the walk about one unit per source of its result: counting that, not just steps, bounds
         # the time of a rule that widens a node at every step (`(SINK ...s) -> (SINK ...s 0)`) as well
         self.steps += 1 + len(r.src)
-        if self.steps > self.step_limit:
+        if self.steps > self.step_limit and self._over_limit():
             raise self._nontermination(n)
 
+    def _over_limit(self) -> bool:
+        # the limit scales with the graph, but counting the graph costs a walk: done only once the
+        # steps pass the floor that no small graph reaches
+        if self.root is not None:
+            self.step_limit = max(STEP_FLOOR, 100 * len(self.root.toposort()))
+            self.root = None
+        return self.steps > self.step_limit
+
     def fixpoint(self, n: UOp) -> UOp:
+        r = self.apply(n)
+        if r is None:  # most nodes: nothing matches
+            return n
+        n = r
         seen: dict[UOp, int] = {}
-        for i in range(NODE_STEP_LIMIT * 2):
+        for i in range(1, NODE_STEP_LIMIT * 2):
             r = self.apply(n)
             if r is None:
                 return n
@@ -197,12 +212,14 @@ class _Rewriter:
     def run(self, root: UOp) -> UOp:
         if not isinstance(root, UOp):
             raise TypeError(f"the graph to rewrite must be a UOp, not {type(root).__name__}")
-        self.step_limit = max(100_000, 100 * len(root.toposort()))
+        self.root = root
         replace, bottom_up = self.replace, self.bottom_up
         waiting: dict[UOp, list[tuple[UOp, int, UOp]]] = {}
         active: set[UOp] = set()
         deferred: list[tuple[UOp, int, UOp]] = []
         stack: list[tuple[UOp, int, UOp]] = [(root, 0, root)]
+        # bound once: this loop runs for every node of every stage
+        push, pop, apply, fixpoint = stack.append, stack.pop, self.apply, self.fixpoint
         finished = stalled = 0
 
         def finish(n: UOp, result: UOp) -> None:
@@ -214,7 +231,7 @@ class _Rewriter:
 
         while True:
             while stack:
-                n, stage, cur = stack.pop()
+                n, stage, cur = pop()
                 if n in replace:
                     continue
                 if stage == 0:
@@ -223,35 +240,30 @@ class _Rewriter:
                     active.add(n)
                     if bottom_up:
                         try:
-                            cur = self.fixpoint(n)
+                            cur = fixpoint(n)
                         except RewriteNotReady:
                             active.discard(n)
                             deferred.append((n, 0, n))
                             self.not_ready[n] = self.not_ready_rule
                             continue
-                    stack.append((n, 1, cur))
+                    push((n, 1, cur))
                     for s in reversed(cur.src):
                         if s not in replace:
-                            stack.append((s, 0, s))
+                            push((s, 0, s))
                 elif stage == 1:
-                    new_src = []
-                    missing = None
-                    for s in cur.src:
-                        r = replace.get(s)
-                        if r is None:
-                            missing = s
-                            break
-                        new_src.append(r)
-                    if missing is not None:
+                    try:  # sources are final first, so a source is missing only when a rewrite looped back
+                        new_src = tuple([replace[s] for s in cur.src])
+                    except KeyError:
+                        missing = next(s for s in cur.src if s not in replace)
                         waiting.setdefault(missing, []).append((n, 1, cur))
                         continue
-                    if all(a is b for a, b in zip(new_src, cur.src)):
+                    if new_src == cur.src:  # UOps compare by identity
                         if bottom_up:
                             finished += 1
                             finish(n, cur)
                             continue
                         try:
-                            nxt = self.apply(cur)
+                            nxt = apply(cur)
                         except RewriteNotReady:
                             deferred.append((n, 1, cur))
                             self.not_ready[n] = self.not_ready_rule
@@ -263,9 +275,9 @@ class _Rewriter:
                             finish(n, cur)
                             continue
                     else:
-                        nxt = UOp(cur.op, cur.dtype, tuple(new_src), cur.arg, cur.tag)
-                    stack.append((n, 2, nxt))
-                    stack.append((nxt, 0, nxt))
+                        nxt = UOp(cur.op, cur.dtype, new_src, cur.arg, cur.tag)
+                    push((n, 2, nxt))
+                    push((nxt, 0, nxt))
                 else:
                     r = replace.get(cur)
                     if r is None:
@@ -304,12 +316,16 @@ def graph_rewrite_map(sink: UOp, rules: Matcher | HasMatcher, ctx: Any = None, b
     return {u: rw.replace[u] for u in sink.toposort() if u in rw.replace}
 
 
-def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
-    """Replace nodes by identity, rebuilding everything above them (no rules involved)."""
+def substitute(root: UOp, mapping: dict[UOp, UOp], descend: Callable[[UOp], bool] | None = None) -> UOp:
+    """Replace nodes by identity, rebuilding everything above them (no rules involved).
+
+    `descend(u)` False promises that no key of `mapping` is below `u`: the walk skips its subgraph.
+    """
     if not mapping:
         return root
     memo: dict[UOp, UOp] = {}
-    for u in root.toposort(gate=lambda x: x not in mapping):
+    gate = (lambda x: x not in mapping) if descend is None else (lambda x: x not in mapping and descend(x))
+    for u in root.toposort(gate=gate):
         if u in mapping:
             memo[u] = mapping[u]
             continue

@@ -12,8 +12,14 @@ import numpy as np
 from .dtype import DType, PtrDType, dtypes
 from .ops import GroupOp, Ops
 from .rewrite import substitute
-from .uop import UOp
+from .uop import UOp, op_mask
 from .walk import run_recursive
+
+# op sets tested against a node's cached op mask (UOp.has_op) instead of walking its subgraph
+_COSTLY = op_mask(Ops.REDUCE, Ops.COPY, Ops.ASSIGN)
+_STORED = op_mask(Ops.BUFFER, Ops.REALIZE, Ops.BUFFERIZE)
+_REDUCE_AXIS = op_mask(Ops.REDUCE_AXIS)
+_RANGE = op_mask(Ops.RANGE)
 
 
 def shrink_indices(idxs: tuple[UOp, ...], arg: tuple) -> tuple[UOp, ...]:
@@ -29,6 +35,197 @@ def permute_indices(idxs: tuple[UOp, ...], perm: tuple[int, ...]) -> tuple[UOp, 
 
 def flip_indices(idxs: tuple[UOp, ...], shape: tuple, flips: tuple[bool, ...]) -> tuple[UOp, ...]:
     return tuple((size - 1) - i if f else i for i, size, f in zip(idxs, shape, flips))
+
+
+def _simplify(u: UOp) -> UOp:
+    from .callbacks.rangeify import simplify  # the `index_symbolic` rules, loaded on first use
+
+    return simplify(u)
+
+
+def _idx(v: int) -> UOp:
+    return UOp.const(dtypes.index, v)
+
+
+def _is_zero(i: UOp) -> bool:
+    return i.op is Ops.CONST and i.arg == 0
+
+
+def reshape_indices(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -> tuple[UOp, ...]:
+    """Indices into a RESHAPE's source: the index linearized over the result's shape, split over the
+    source's. Where the reshape only merges or splits dims of plain ranges, or flattens, built directly in
+    the form the `symbolic` rules give (no nested rewrite: most reshapes); otherwise folded through them."""
+    direct = _merge_split_indices(idxs, out_shape, in_shape)
+    if direct is None:
+        direct = _flatten_indices(idxs, out_shape, in_shape)
+    return direct if direct is not None else _folded(idxs, out_shape, in_shape)
+
+
+def _folded(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -> tuple[UOp, ...]:
+    """The general case: linearize over `out_shape`, split over `in_shape`, fold through `symbolic`."""
+    flat, stride = _idx(0), 1
+    for size, i in reversed(list(zip(out_shape, idxs))):
+        flat = flat + i * stride
+        stride *= size
+    parts: list[UOp] = []
+    for size in reversed(in_shape):
+        parts.append(flat % size)
+        flat = flat // size
+    return _simplify(UOp.sink(*parts)).src[::-1] if parts else ()
+
+
+def _flatten_indices(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -> tuple[UOp, ...] | None:
+    """`reshape_indices` without rewriting when the source has one dim of size > 1 (a flatten), and the
+    result is indexed with ranges of the dims' own sizes, 0, or ranges of one iteration on size-1 dims.
+    The rules fold what is provably 0: a product with a range of one iteration, and a partial sum of such
+    ranges; a lone range of one iteration stays a term."""
+    ins = [d for d in in_shape if d != 1]
+    if len(ins) != 1 or not all(type(d) is int and d > 0 for d in (*out_shape, *in_shape)):
+        return None
+    flat: UOp | None = None
+    zero_sum = True  # whether every term so far is a range of one iteration (the sum's bounds are [0, 0])
+    stride = 1
+    for size, i in reversed(list(zip(out_shape, idxs))):
+        st, stride = stride, stride * size
+        if _is_zero(i):
+            continue
+        if i.op is not Ops.RANGE or i.src[0].op is not Ops.CONST or i.src[0].arg != size:
+            return None
+        unit = size == 1
+        if unit and st != 1:
+            continue  # a product with a range of one iteration folds to 0
+        term = i if st == 1 else i * st
+        if flat is None:
+            flat, zero_sum = term, unit
+        elif zero_sum and unit:
+            flat = None  # a sum of ranges of one iteration folds to 0
+        else:
+            flat, zero_sum = flat + term, False
+    if stride != ins[0]:
+        return None
+    return tuple(_idx(0) if d == 1 else (_idx(0) if flat is None else flat) for d in in_shape)
+
+
+def _merge_split_indices(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -> tuple[UOp, ...] | None:
+    """`reshape_indices` without rewriting, for a reshape of constant shapes that only merges or splits
+    dims, indexed with ranges of the dims' own sizes (or 0 on size-1 dims); None in any other case (the
+    rules fold ranges of one iteration by their bounds in ways that depend on the whole sum)."""
+    if not all(type(d) is int and d > 0 for d in (*out_shape, *in_shape)):
+        return None
+    # the result's dims of size > 1, innermost first: (size, stride in the flat index, index)
+    dims, stride = [], 1
+    for size, i in reversed(list(zip(out_shape, idxs))):
+        if not (_is_zero(i) or (size > 1 and i.op is Ops.RANGE and i.src[0].op is Ops.CONST
+                                and i.src[0].arg == size)):
+            return None
+        if size > 1:
+            dims.append((size, stride, i))
+        stride *= size
+    ins = [size for size in reversed(in_shape) if size != 1]  # innermost first
+    new: list[UOp] = []  # innermost first
+    d = k = 0
+    while d < len(dims) or k < len(ins):
+        if d >= len(dims) or k >= len(ins):
+            return None
+        # the smallest run of result dims and source dims with the same number of elements
+        de, ke, po, pi = d + 1, k + 1, dims[d][0], ins[k]
+        while po != pi:
+            if pi < po:
+                if ke >= len(ins):
+                    return None
+                pi *= ins[ke]
+                ke += 1
+            else:
+                if de >= len(dims):
+                    return None
+                po *= dims[de][0]
+                de += 1
+        if ke == k + 1:
+            # one source dim split into several: its index is the sum of theirs times their strides
+            base, flat = dims[d][1], None
+            for _, st, i in dims[d:de]:
+                if _is_zero(i):
+                    continue  # the rules fold a zero term away
+                term = i if st == base else i * (st // base)
+                flat = term if flat is None else flat + term
+            new.append(_idx(0) if flat is None else flat)
+        elif de == d + 1:
+            # several source dims merged into one: each source index is one digit of the result's index
+            i, st = dims[d][2], 1
+            for n, size in enumerate(ins[k:ke]):
+                if _is_zero(i):
+                    new.append(i)
+                    continue
+                digit = i if st == 1 else i // st
+                new.append(digit if n == ke - k - 1 else digit % size)
+                st *= size
+        else:
+            return None
+        d, k = de, ke
+    it = iter(new)
+    return tuple(_idx(0) if size == 1 else next(it) for size in reversed(in_shape))[::-1]
+
+
+def pad_indices(idxs: tuple[UOp, ...], shape: tuple, pads: tuple) -> tuple[UOp, ...]:
+    """Indices into a PAD's source: shifted back by each axis' padding; invalid in the padding."""
+    from .callbacks.rangeify import INVALID
+
+    out = list(idxs)
+    for ax, (valid, before) in _pad_axes(idxs, shape, pads):
+        out[ax] = _simplify(valid.where(idxs[ax] - before, INVALID))
+    return tuple(out)
+
+
+def pad_valid(idxs: tuple[UOp, ...], shape: tuple, pads: tuple) -> UOp:
+    """Whether an index of a PAD's result is inside the source (lanes in the padding read 0)."""
+    valid_all = UOp.const(dtypes.bool, True)
+    for _, (valid, _) in _pad_axes(idxs, shape, pads):
+        valid_all = valid_all & valid
+    return _simplify(valid_all)
+
+
+def _pad_axes(idxs: tuple[UOp, ...], shape: tuple, pads: tuple) -> list[tuple[int, tuple[UOp, Any]]]:
+    """Per padded axis: its index's validity (before <= i < size - after) and its padding before."""
+    out = []
+    for ax, (size, (before, after)) in enumerate(zip(shape, pads)):
+        if before == 0 and after == 0:
+            continue
+        valid = UOp.const(dtypes.bool, True)
+        if after > 0:
+            valid = valid & (idxs[ax] < size - after)
+        if before > 0:
+            valid = valid & (idxs[ax] > before - 1)  # i >= before, as one CMPLT
+        out.append((ax, (valid, before)))
+    return out
+
+
+def expand_indices(idxs: tuple[UOp, ...], in_shape: tuple, out_shape: tuple) -> tuple[UOp, ...]:
+    """Indices into an EXPAND's source: broadcast axes read index 0."""
+    return tuple(i if a == b else _idx(0) for i, a, b in zip(idxs, in_shape, out_shape))
+
+
+def expand_end(idxs: tuple[UOp, ...], in_shape: tuple, out_shape: tuple, end: Any) -> Any:
+    """The newest range an EXPAND ends (the INDEX's arg, for `axes_to_end` below): the ranges of its
+    broadcast axes that no other axis still reads, and the one an expand above ended (`end`)."""
+    kept: set[UOp] = set()
+    ending: list[UOp] = []
+    for i, a, b in zip(idxs, in_shape, out_shape):
+        if not i.has_op(_RANGE):
+            continue
+        rngs = [u for u in i.toposort() if u.op is Ops.RANGE]
+        if a == b:
+            kept.update(rngs)
+        else:
+            ending.extend(rngs)
+    ends = [u.arg for u in ending if u not in kept]
+    if end is not None:
+        ends.append(end)
+    return min(ends) if ends else None
+
+
+def unindexed(x: UOp) -> UOp:
+    """The rule for an INDEX that no rule rewrote: a scheduler bug, reported with the op it indexes."""
+    raise RuntimeError(f"rangeify: INDEX of {x.src[0].op.name} was not rewritten by any rule")
 
 
 def index_each(srcs: tuple[UOp, ...], idxs: tuple[UOp, ...]) -> tuple[UOp, ...]:
@@ -60,12 +257,23 @@ def cheap_to_recompute(src: UOp, buf: UOp, idx: UOp) -> bool:
         return False
     if src.op is Ops.CONTIGUOUS:
         return False
+    if src.op is Ops.THREEFRY or not src.has_op(_COSTLY):  # the usual answer, without a walk
+        return True
     ran = src.toposort(gate=lambda x: x.op is not Ops.INDEX)
-    return src.op is Ops.THREEFRY or not any(x.op in (Ops.REDUCE, Ops.COPY, Ops.ASSIGN) for x in ran)
+    return not any(x.op in (Ops.REDUCE, Ops.COPY, Ops.ASSIGN) for x in ran)
 
 
 def substitute_all(root: UOp, old: tuple[UOp, ...], new: tuple[UOp, ...]) -> UOp:
-    return substitute(root, dict(zip(old, new)))
+    """`root` with each of `old` replaced by its partner in `new`.
+
+    Replacing ranges, the walk enters only nodes where one of them is open: ranges are allocated fresh
+    for each loop nest, so a range is not found below the node that closes it (or a node without it open).
+    """
+    mapping = dict(zip(old, new))
+    if all(o.op is Ops.RANGE for o in old):
+        keys = set(old)
+        return substitute(root, mapping, lambda x: not keys.isdisjoint(x.ranges))
+    return substitute(root, mapping)
 
 
 def axes_to_end(idx: UOp) -> tuple[int, ...] | None:
@@ -75,15 +283,10 @@ def axes_to_end(idx: UOp) -> tuple[int, ...] | None:
     reads a buffer and holds a reduce is worth buffering; then every axis whose index
     uses a range newer (inner) than that one must end. None: nothing to decide here.
     """
-    if idx.arg is None:
-        return None
-    topo = idx.toposort()
-    if not any(u.op in (Ops.BUFFER, Ops.REALIZE, Ops.BUFFERIZE) for u in topo):
-        return None
-    if not any(u.op is Ops.REDUCE_AXIS for u in topo):
+    if idx.arg is None or not idx.has_op(_STORED) or not idx.has_op(_REDUCE_AXIS):
         return None
     return tuple(i for i, a in enumerate(idx.src[1:])
-                 if any(u.arg > idx.arg for u in a.toposort() if u.op is Ops.RANGE))
+                 if a.has_op(_RANGE) and any(u.arg > idx.arg for u in a.toposort() if u.op is Ops.RANGE))
 
 
 def _as_tuple(ranges: UOp | tuple[UOp, ...]) -> tuple[UOp, ...]:
@@ -92,6 +295,8 @@ def _as_tuple(ranges: UOp | tuple[UOp, ...]) -> tuple[UOp, ...]:
 
 def independent_of(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
     """True when `x` reads none of `ranges` (one range or a tuple): it is the same in every iteration."""
+    if not x.has_op(_RANGE):
+        return True
     topo = x.toposort()
     return not any(r in topo for r in _as_tuple(ranges))
 
@@ -155,9 +360,11 @@ def affine_in(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
 
 def used_or_longer_ranges(store: UOp) -> tuple[UOp, ...]:
     """The ranges a STORE closes, less those of one iteration that neither its target nor its value reads."""
+    unit = [r for r in store.src[2:] if r.op is Ops.RANGE and r.src[0].op is Ops.CONST and r.src[0].arg == 1]
+    if not unit:  # the usual case: no need to look at what the store reads
+        return store.src[2:]
     reads = set(store.src[0].toposort()) | set(store.src[1].toposort())
-    return tuple(r for r in store.src[2:]
-                 if not (r.op is Ops.RANGE and r.src[0].op is Ops.CONST and r.src[0].arg == 1 and r not in reads))
+    return tuple(r for r in store.src[2:] if r not in unit or r in reads)
 
 
 def buffer_under(u: UOp) -> UOp | None:
@@ -280,4 +487,6 @@ SCHEDULE_HELPERS = {
     "axes_to_end": axes_to_end, "independent_of": independent_of, "affine_in": affine_in,
     "sum_commutes_with_cast": sum_commutes_with_cast, "used_or_longer_ranges": used_or_longer_ranges,
     "reads_target_elsewhere": reads_target_elsewhere, "buffer_under": buffer_under,
+    "reshape_indices": reshape_indices, "pad_indices": pad_indices, "pad_valid": pad_valid,
+    "expand_indices": expand_indices, "expand_end": expand_end, "unindexed": unindexed,
 }

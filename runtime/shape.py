@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from .ops import GroupOp, Ops
 
+_RANGE_BIT = 1 << Ops.RANGE
+
 if TYPE_CHECKING:
     from .uop import UOp
 
@@ -87,18 +89,23 @@ def infer_shape(u: UOp) -> tuple | None:
 
 
 def open_ranges(u: UOp) -> tuple[UOp, ...]:
-    """The RANGEs `u` depends on that no node at or below `u` closes."""
-    memo: dict[UOp, dict[UOp, None]] = {}
-    for n in u.toposort():
-        acc: dict[UOp, None] = {}
-        for s in n.src:
-            acc.update(memo[s])
-        for closed in closed_ranges(n):
-            acc.pop(closed, None)
-        if n.op is Ops.RANGE:
-            acc[n] = None
-        memo[n] = acc
-    return tuple(memo[u])
+    """The RANGEs `u` depends on that no node at or below `u` closes (cached per node: `UOp.ranges`)."""
+    return u.ranges
+
+
+def open_ranges_of(n: UOp) -> tuple[UOp, ...]:
+    """`n`'s open ranges from its sources' (already cached) open ranges."""
+    if not n._mask & _RANGE_BIT:
+        return ()
+    acc: dict[UOp, None] = {}
+    for s in n.src:
+        if s._mask & _RANGE_BIT:
+            acc.update(dict.fromkeys(s.ranges))
+    for closed in closed_ranges(n):
+        acc.pop(closed, None)
+    if n.op is Ops.RANGE:
+        acc[n] = None
+    return tuple(acc)
 
 
 def closed_ranges(n: UOp) -> tuple[UOp, ...]:

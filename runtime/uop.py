@@ -20,8 +20,11 @@ _COMPARISONS = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
 
 
 class UOp:
-    __slots__ = ("op", "dtype", "src", "arg", "tag", "__weakref__", "_topo", "_parents", "_shape", "_bounds", "_key")
-    _cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    __slots__ = ("op", "dtype", "src", "arg", "tag", "__weakref__", "_topo", "_parents", "_shape", "_bounds", "_key",
+                 "_mask", "_ranges")
+    # hash-consing table: key -> weak reference to the node (a plain dict of KeyedRefs: WeakValueDictionary
+    # does the same with a Python-level call per lookup and per insert, on every node built)
+    _cache: dict[tuple, weakref.KeyedRef] = {}
 
     op: Ops
     dtype: DType
@@ -33,20 +36,29 @@ class UOp:
         # the type of arg is part of the key: 1, 1.0 and True are equal in Python but not as args
         key = (op, dtype, src, arg, type(arg), tag)
         try:
-            hit = UOp._cache.get(key)
+            ref = _CACHE.get(key)
         except TypeError:
             raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__}: {arg!r}") from None
-        if hit is not None:
-            return hit
+        if ref is not None:
+            hit = ref()
+            if hit is not None:
+                return hit
         self = object.__new__(cls)
         for name, value in (("op", op), ("dtype", dtype), ("src", src), ("arg", arg), ("tag", tag)):
             object.__setattr__(self, name, value)
+        # which ops occur at or below this node, one bit per op: O(sources) here, so "does this subgraph hold
+        # a REDUCE_AXIS?" never walks the subgraph (a walk per node is quadratic on deep graphs)
+        mask = 1 << op
+        for s_ in src:
+            mask |= s_._mask
+        object.__setattr__(self, "_mask", mask)
+        object.__setattr__(self, "_ranges", None)
         object.__setattr__(self, "_topo", None)
         object.__setattr__(self, "_parents", None)
         object.__setattr__(self, "_shape", _UNSET)
         object.__setattr__(self, "_bounds", None)
         object.__setattr__(self, "_key", key)
-        UOp._cache[key] = self
+        _CACHE[key] = weakref.KeyedRef(self, _forget, key)
         return self
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -129,10 +141,17 @@ class UOp:
 
     @property
     def ranges(self) -> tuple[UOp, ...]:
-        """RANGE nodes this node depends on and that are not closed below it."""
-        from .shape import open_ranges
+        """RANGE nodes this node depends on and that are not closed below it (cached per node, from the
+        sources' own: a walk per node would be quadratic over a chain of kernels)."""
+        if self._ranges is None:
+            from .shape import open_ranges_of
 
-        return open_ranges(self)
+            _fill_cache(self, "_ranges", None, _sources_with_ranges, open_ranges_of)
+        return self._ranges
+
+    def has_op(self, ops_mask: int) -> bool:
+        """Whether any op of `ops_mask` (see `op_mask`) occurs at or below this node."""
+        return bool(self._mask & ops_mask)
 
     # ---------------------------------------------------------------- facts
 
@@ -289,6 +308,30 @@ class UOp:
 
     def __iter__(self) -> Iterator[UOp]:
         raise TypeError("UOp is not iterable; use .src")
+
+
+_CACHE = UOp._cache
+
+
+def _forget(ref: weakref.KeyedRef) -> None:
+    """A node died: drop its table entry, unless an equal node was built again since."""
+    if _CACHE.get(ref.key) is ref:
+        del _CACHE[ref.key]
+
+
+def op_mask(*ops: Ops) -> int:
+    """The bit set of `ops`, to test a subgraph with `UOp.has_op`."""
+    m = 0
+    for op in ops:
+        m |= 1 << op
+    return m
+
+
+_RANGE_BIT = 1 << Ops.RANGE
+
+
+def _sources_with_ranges(u: UOp) -> tuple[UOp, ...]:
+    return tuple(s for s in u.src if s._mask & _RANGE_BIT)
 
 
 def _from_table(table: tuple) -> UOp:

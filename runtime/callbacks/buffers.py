@@ -41,7 +41,8 @@ def bufferize_to_store(x: UOp) -> UOp:
     target = UOp(Ops.INDEX, ptr, (shaped, *ranges))
     store = UOp(Ops.STORE, x.dtype, (target, x.src[0], *ranges))
     out = UOp(Ops.RESHAPE, x.dtype, (store,), shape)
-    sym_shape = tuple(simplify(r.src[0]) for r in ranges)
+    # a constant extent is final: only a symbolic one needs folding (each fold is a nested rewrite)
+    sym_shape = tuple(r.src[0] if r.src[0].op is Ops.CONST else simplify(r.src[0]) for r in ranges)
     if any(s.op is not Ops.CONST for s in sym_shape):
         out = UOp(Ops.SHRINK, x.dtype, (out,), tuple((0, s if s.op is not Ops.CONST else s.arg) for s in sym_shape))
     return out.replace(tag=x.tag)

@@ -7,12 +7,15 @@ lives in KernelContext; the kernel's own rewrite runs the `kernel_globals` and
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass, field
+from typing import Generator
 
 from ..dtype import AddrSpace
 from ..ops import GroupOp, Ops
 from ..rewrite import graph_rewrite
-from ..uop import UOp
+from ..uop import UOp, op_mask
+from ..walk import run_recursive
 
 
 @dataclass(frozen=True)
@@ -89,14 +92,39 @@ def _refuse_old_and_new_reads(x: UOp) -> None:
     from .assign import AssignCycleError
 
     value = UOp.sink(*x.src[1:])
-    old = {u for u in value.toposort(gate=lambda u: u.op is not Ops.ASSIGN) if u.op is Ops.BUFFER}
-    new = {as_buf(a.src[0]) for a in value.toposort() if a.op is Ops.ASSIGN}
+    if not value.has_op(_ASSIGN):
+        return
+    near = value.toposort(gate=lambda u: u.op is not Ops.ASSIGN)
+    old = {u for u in near if u.op is Ops.BUFFER}
+    if not old:
+        return
+    new: set[UOp] = set()
+    for a in near:
+        if a.op is Ops.ASSIGN:
+            new |= _assigned_at_or_below(a)
     if both := old & new:
         b = next(iter(both))
         raise AssignCycleError(
             f"cycle in the kernel graph: one kernel reads a {b.arg}-element {b.dtype.name} buffer both before "
             f"and after an assign to it; realize the value that reads the old contents "
             f"(.contiguous().realize()) before the assign")
+
+
+_ASSIGN = op_mask(Ops.ASSIGN)
+# per ASSIGN, the buffers assigned at or below it: kept per node, so checking each kernel of a chain of
+# kernels (each reads the ASSIGN of the one before) does not walk every kernel before it again
+_ASSIGNED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _assigned_at_or_below(a: UOp) -> frozenset[UOp]:
+    def walk(u: UOp) -> Generator[UOp, frozenset[UOp], frozenset[UOp]]:  # `yield v` is walk(v)
+        acc = {as_buf(u.src[0])}
+        for v in UOp.sink(*u.src).toposort(gate=lambda n: n.op is not Ops.ASSIGN):
+            if v.op is Ops.ASSIGN:
+                acc |= (yield v)
+        return frozenset(acc)
+
+    return run_recursive(walk, a, _ASSIGNED)
 
 
 @functools.cache

@@ -2,8 +2,8 @@
 
 State lives in RangeifyContext: the counter that allocates RANGEs, and the
 children gate that holds a shared node until all of its consumers have shown
-their ranges. The index arithmetic of reshape, pad and expand is here too,
-because it folds through the `symbolic` rule set as it goes.
+their ranges. The index arithmetic of movement ops is pure: it is in
+runtime/schedule_helpers.py, called from rules/schedule/rangeify_mops.yaml.
 """
 from __future__ import annotations
 
@@ -57,65 +57,7 @@ def _index(src: UOp, idxs, dtype=None, arg: Any = None) -> UOp:
     return UOp(Ops.INDEX, dtype or src.dtype, (src, *idxs), arg)
 
 
-def _const(v: int) -> UOp:
-    return UOp.const(dtypes.index, v)
-
-
 INVALID = UOp(Ops.INVALID, dtypes.index)
-
-
-# ------------------------------------------------------------------ movement ops
-
-
-def map_reshape(idx: UOp, r: UOp) -> UOp:
-    """Linearize the index over the reshaped shape, then split it over the source shape."""
-    flat, stride = _const(0), 1
-    for size, i in reversed(list(zip(r.shape, idx.src[1:]))):
-        flat = flat + i * stride
-        stride *= size
-    parts: list[UOp] = []
-    for size in reversed(r.src[0].shape):
-        parts.append(flat % size)
-        flat = flat // size
-    new = simplify(UOp.sink(*parts)).src[::-1] if parts else ()
-    return _index(r.src[0], new, idx.dtype, idx.arg)
-
-
-def map_pad(idx: UOp, r: UOp) -> UOp:
-    """Shift indices into the source; lanes in the padding read 0 through a validity mask."""
-    idxs = list(idx.src[1:])
-    valid_all = UOp.const(dtypes.bool, True)
-    for i, (size, (before, after)) in enumerate(zip(r.shape, r.arg)):
-        if before == 0 and after == 0:
-            continue
-        valid = UOp.const(dtypes.bool, True)
-        if after > 0:
-            valid = valid & (idxs[i] < size - after)
-        if before > 0:
-            valid = valid & (idxs[i] > before - 1)  # i >= before, as one CMPLT
-        valid_all = valid_all & valid
-        idxs[i] = simplify(valid.where(idxs[i] - before, INVALID))
-    loaded = _index(r.src[0], idxs, idx.dtype, idx.arg)
-    return simplify(valid_all).where(loaded, UOp.const(r.dtype, 0))
-
-
-def map_expand(r: UOp, idx: UOp) -> UOp:
-    """Broadcast axes read index 0; their ranges end here unless another axis still uses them."""
-    new_idxs: list[UOp] = []
-    ending: list[UOp] = []
-    kept: list[UOp] = []
-    for i, before, after in zip(idx.src[1:], r.src[0].shape, r.shape):
-        rngs = [u for u in i.toposort() if u.op is Ops.RANGE]
-        if before == after:
-            kept.extend(rngs)
-            new_idxs.append(i)
-        else:
-            ending.extend(rngs)
-            new_idxs.append(_const(0))
-    ends = [u.arg for u in ending if u not in kept]
-    if idx.arg is not None:
-        ends.append(idx.arg)
-    return _index(r.src[0], new_idxs, arg=min(ends) if ends else None)
 
 
 # ------------------------------------------------------------------ ops
@@ -188,7 +130,3 @@ def index_child(ctx: RangeifyContext, c: UOp, x: UOp, idx: UOp) -> UOp:
 
 def _all_same(xs) -> bool:
     return all(x is xs[0] for x in xs)
-
-
-def unprocessed_index(x: UOp) -> UOp:
-    raise RuntimeError(f"rangeify: INDEX of {x.src[0].op.name} was not rewritten by any rule")

@@ -1,0 +1,141 @@
+"""The scheduler's shortcuts agree with the slow paths they replace (no timing here).
+
+Reshape indices built directly must be exactly what folding through the `symbolic` rules gives; the op
+mask and the cached open ranges must equal a walk of the subgraph; substituting ranges with the walk
+pruned to where they are open must equal the full substitution.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from rulec.runtime.dtype import dtypes
+from rulec.runtime.ops import Ops
+from rulec.runtime.rewrite import substitute
+from rulec.runtime.schedule_helpers import (_flatten_indices, _folded, _merge_split_indices, reshape_indices,
+                                            substitute_all)
+from rulec.runtime.uop import UOp, op_mask
+
+
+def _shapes(total: int, max_dims: int = 3) -> list[tuple[int, ...]]:
+    """Every shape of `total` elements with at most `max_dims` dims, size-1 dims included."""
+    out = set()
+    for n in range(1, max_dims + 1):
+        for dims in itertools.product([d for d in range(1, total + 1) if total % d == 0], repeat=n):
+            if math.prod(dims) == total:
+                out.add(dims)
+    return sorted(out)
+
+
+def _index_choices(shape: tuple[int, ...], start: int) -> list[tuple[UOp, ...]]:
+    """Indices a reshape is read with: a range of each dim's own size, or 0 / a one-iteration range
+    on size-1 dims, or 0 on one dim."""
+    ranges = [UOp.range(size, start + k) for k, size in enumerate(shape)]
+    zero = UOp.const(dtypes.index, 0)
+    choices = [tuple(ranges), tuple(zero if s == 1 else r for s, r in zip(shape, ranges))]
+    choices += [tuple(zero if j == k else r for j, r in enumerate(ranges)) for k in range(len(shape))]
+    return choices
+
+
+@pytest.mark.parametrize("total", [1, 4, 6, 12])
+def test_reshape_indices_built_directly_equal_the_folded_ones(total):
+    taken = 0
+    for out_shape in _shapes(total):
+        for in_shape in _shapes(total):
+            for idxs in _index_choices(out_shape, 100):
+                for direct in (_merge_split_indices, _flatten_indices):
+                    got = direct(idxs, out_shape, in_shape)
+                    if got is not None:
+                        taken += 1
+                        assert tuple(got) == tuple(_folded(idxs, out_shape, in_shape)), (out_shape, in_shape, idxs)
+                assert tuple(reshape_indices(idxs, out_shape, in_shape)) == tuple(_folded(idxs, out_shape, in_shape))
+    assert taken > 0 or total == 1
+
+
+def test_reshape_of_an_expression_index_takes_the_folded_path():
+    r0, r1 = UOp.range(4, 0), UOp.range(8, 1)
+    idxs = (r0 + 1, r1)  # a shifted index (a shrink above): not plain, so no shortcut
+    assert _merge_split_indices(idxs, (4, 8), (32,)) is None and _flatten_indices(idxs, (4, 8), (32,)) is None
+    assert reshape_indices(idxs, (4, 8), (32,)) == _folded(idxs, (4, 8), (32,))
+
+
+def _graph() -> tuple[UOp, list[UOp]]:
+    rs = [UOp.range(4, k) for k in range(4)]
+    buf = UOp(Ops.BUFFER, dtypes.float32, (), 16)
+    inner = UOp(Ops.INDEX, dtypes.float32, (buf, rs[0] * 4 + rs[1]))
+    red = UOp(Ops.REDUCE, dtypes.float32, (inner, rs[1]), Ops.ADD)
+    body = red + UOp(Ops.INDEX, dtypes.float32, (buf, rs[2]))
+    store = UOp(Ops.BUFFERIZE, dtypes.float32, (body, rs[0], rs[2]))
+    top = UOp(Ops.INDEX, dtypes.float32, (store, rs[3], rs[3])) * 2.0
+    return top, rs
+
+
+def _walk_ranges(u: UOp) -> set[UOp]:
+    """Open ranges by a fresh walk (what UOp.ranges caches)."""
+    memo: dict[UOp, set[UOp]] = {}
+    for n in u.toposort():
+        acc = set().union(*(memo[s] for s in n.src)) if n.src else set()
+        if n.op in (Ops.REDUCE, Ops.BUFFERIZE, Ops.END):
+            acc -= set(n.src[1:])
+        elif n.op is Ops.STORE:
+            acc -= set(n.src[2:])
+        if n.op is Ops.RANGE:
+            acc.add(n)
+        memo[n] = acc
+    return memo[u]
+
+
+def test_cached_facts_equal_a_walk():
+    top, rs = _graph()
+    for u in top.toposort():
+        assert set(u.ranges) == _walk_ranges(u)
+        ops = {n.op for n in u.toposort()}
+        for op in (Ops.RANGE, Ops.REDUCE, Ops.BUFFER, Ops.BUFFERIZE, Ops.ASSIGN, Ops.MUL):
+            assert u.has_op(op_mask(op)) == (op in ops)
+    assert set(top.ranges) == {rs[3]}
+
+
+def test_substituting_ranges_prunes_nothing_it_needs():
+    # as inline-cheap-buffer calls it: a BUFFERIZE's ranges, substituted into its source, where they are open
+    top, rs = _graph()
+    bufferize = top.src[0].src[0]
+    body = bufferize.src[0]
+    assert set(body.ranges) == set(bufferize.src[1:])
+    new = (UOp.const(dtypes.index, 1), UOp.range(4, 9))
+    for old in [(rs[0], rs[2]), (rs[0],), (rs[2],), (rs[2], rs[0])]:
+        got = substitute_all(body, old, new[:len(old)])
+        assert got is substitute(body, dict(zip(old, new))) and got is not body
+
+
+def _bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "bench" / "schedule.py"
+    spec = importlib.util.spec_from_file_location("bench_schedule", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bench_programs_compute_what_numpy_computes():
+    # the scheduling benchmark's three families, small: run (schedule, then the reference interpreter)
+    # against a direct numpy evaluation of the same graph
+    import numpy as np
+
+    from rulec import Tensor
+
+    bench = _bench()
+    rng = np.random.default_rng(1)
+    f = lambda *s: Tensor(rng.standard_normal(s).astype(np.float32) * 0.3)  # noqa: E731
+    D = 16
+    mask = Tensor(np.tril(np.ones((8, 8), dtype=bool)))
+    blocks = [f(D, D), f(D, D), f(D, D), f(D, D), f(D, 4 * D), f(4 * D, D)] * 2
+    cases = [bench.mlp(Tensor, f(4, 12), f(12, 8), f(8), f(8, 8), f(8), f(8, 3), f(3)),
+             bench.transformer(Tensor, f(1, 8, D), mask, *blocks),
+             bench.chain(Tensor, f(8, 8), f(8, 8), 60)]
+    for outs in cases:
+        want = outs[0].lazy_numpy()
+        np.testing.assert_allclose(outs[0].numpy(), want, rtol=1e-4, atol=1e-5)
