@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ast
 import difflib
+import inspect
+import re
 import importlib.machinery
 import sys
 from dataclasses import dataclass, field
@@ -28,12 +30,46 @@ from .diagnostics import Loc, Reporter
 
 
 
+PARAM_KINDS = ("node", "nodes", "value", "context")  # a capture, a rest capture, a let value, the stage context
+RESULT_KINDS = ("node", "node?", "none")  # always rewrites; rewrites or declines (None); always declines
+_SIGNATURE = re.compile(r"\s*([A-Za-z_]\w*)\s*\((.*)\)\s*->\s*(\S+)\s*\Z")
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A typed callback declaration, `name(context, node, nodes) -> node?`: the kind of each parameter, by
+    position, and of the result (as ISLE's `extern` declarations). The names are the def's."""
+
+    function: str
+    params: tuple[str, ...]  # kinds, in order
+    result: str
+    loc: Loc
+
+
+def parse_signature(text: str, loc: Loc) -> Signature | str:
+    """The declaration, or why it is not one."""
+    m = _SIGNATURE.match(text)
+    if m is None:
+        return "a callback declaration reads `function(kind, ...) -> result`"
+    name, params_text, result = m.groups()
+    if result not in RESULT_KINDS:
+        return f"unknown result kind '{result}' (expected one of: {', '.join(RESULT_KINDS)})"
+    kinds = tuple(p.strip() for p in params_text.split(",")) if params_text.strip() else ()
+    for kind in kinds:
+        if kind not in PARAM_KINDS:
+            return f"unknown parameter kind '{kind}' (expected one of: {', '.join(PARAM_KINDS)})"
+    return Signature(name, kinds, result, loc)
+
+
 @dataclass
 class CallbackScope:
     """The modules one file may call into: those it declares, and those beside it."""
 
     folder: str  # the folder of the file; its modules need no declaration
     declared: dict[str, Loc] = field(default_factory=dict)
+    # typed declarations, module -> function -> signature; a module declared with them allows only those
+    signatures: dict[str, dict[str, Signature]] = field(default_factory=dict)
+    checked: set[int] = field(default_factory=set)  # declarations already compared with their def
 
 
 @dataclass(frozen=True)
@@ -106,12 +142,23 @@ def find_definition(module: str, function: str, scope: CallbackScope, loc: Loc, 
 
 
 def verify_import(module: str, function: str, scope: CallbackScope, loc: Loc, rep: Reporter) -> Any:
-    """Import the module (this runs its code) and check that the name is a function or class defined there."""
+    """Import the module (this runs its code) and check that the name is a function or class defined there,
+    taking the parameters its typed declaration names, if it has one."""
     try:
-        return load_defined(module, function, [scope.folder])
+        fn = load_defined(module, function, [scope.folder])
     except CallbackImportError as e:
         rep.error(loc, str(e))
         return None
+    sig = scope.signatures.get(module, {}).get(function)
+    if sig is not None:
+        try:
+            n = len(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):  # a callable Python cannot describe: the call fails at run time
+            return fn
+        if n != len(sig.params):
+            rep.error(sig.loc, f"callback {function} is declared with {len(sig.params)} parameter(s) but "
+                               f"{module}:{function} takes {n}")
+    return fn
 
 
 

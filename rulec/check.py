@@ -12,13 +12,15 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from rulec.runtime.helpers import HELPERS
+import keyword
+
+from rulec.runtime.helpers import HELPERS, NAMESPACES
 from rulec.runtime.ops import OP_INFO
 
 from .callback_check import CallbackScope, find_definition
 from .diagnostics import Loc, Reporter
 from .exprs import NOT_CONSTANT, Expr, bind_names, constant_value
-from .model import Pat, Rule, RuleFile, RuleSetDef, TCapture, TExpr, TNode, TReplace, TSplice, term_walk
+from .model import Pat, Rule, RuleFile, RuleSetDef, TCapture, TExpr, TIf, TNode, TReplace, TSplice, term_walk
 from .typecheck import check_rule_types
 from .shadowing import check_shadowing
 from .variants import MAX_VARIANTS, pattern_variants, rule_can_refuse
@@ -170,6 +172,7 @@ def check_rule(rule: Rule, rep: Reporter) -> None:
                               f"sources; only {MAX_VARIANTS} are matched (split it into smaller rules)",
                     len(rule.name))
     used: set[str] = set()
+    _check_lets(rule, rep, used)
     if rule.when is not None:
         _bind(rule.when, rule, rep, used)
         value = constant_value(rule.when)
@@ -180,6 +183,9 @@ def check_rule(rule: Rule, rep: Reporter) -> None:
         _check_term(rule, rep, used)
     if rule.call is not None:
         _check_call(rule, rep, used)
+    if rule.fact is not None:
+        for e in rule.fact.exprs():
+            _bind(e, rule, rep, used)
     check_rule_types(rule, rep)
     # a name captured twice is an equality test, so it is used
     counts: dict[str, int] = {}
@@ -189,6 +195,35 @@ def check_rule(rule: Rule, rep: Reporter) -> None:
     for name, loc in rule.capture_locs.items():
         if name not in used and counts.get(name, 0) < 2:
             rep.warning(loc, f"capture '{name}' is never used (write _ to match without capturing)", len(name))
+    for b in rule.lets:
+        if b.name not in used:
+            rep.warning(b.loc, f"let '{b.name}' is never used", len(b.name))
+
+
+def _check_lets(rule: Rule, rep: Reporter, used: set[str]) -> None:
+    """Each let name is new (not a capture, helper, namespace, keyword or earlier let); each expression reads
+    captures and earlier lets only. A let that is refused is dropped, so later uses report it as unbound."""
+    kept = []
+    for b in rule.lets:
+        problem = None
+        if not b.name.isidentifier() or not b.name[:1].islower() and b.name[:1] != "_":
+            problem = f"invalid let name '{b.name}': use a lowercase identifier"
+        elif keyword.iskeyword(b.name) or b.name in NAMESPACES or b.name == "ctx":
+            problem = f"'{b.name}' cannot be a let name: it is reserved"
+        elif b.name in rule.captures:
+            problem = f"let '{b.name}' has the name of a capture of rule '{rule.name}'"
+        elif b.name in HELPERS:
+            problem = f"let '{b.name}' would hide the helper {b.name}()"
+        elif any(k.name == b.name for k in kept):
+            problem = f"let '{b.name}' is bound twice"
+        if problem:
+            rep.error(b.loc, problem, len(b.name))
+            continue
+        errors = len(rep.errors)
+        _bind(b.expr, rule, rep, used, {k.name for k in kept})
+        if len(rep.errors) == errors:  # a let that reads a later or unknown name is dropped: no cycles
+            kept.append(b)
+    rule.lets = kept
 
 
 def _check_pattern_arity(p: Pat, rep: Reporter) -> None:
@@ -209,8 +244,9 @@ def _check_pattern_arity(p: Pat, rep: Reporter) -> None:
         rep.error(p.loc, f"the ops of {p.ops_text} take {takes} sources, {gives}", 1)
 
 
-def _bind(expr: Expr, rule: Rule, rep: Reporter, used: set[str]) -> None:
-    bound = set(rule.captures)
+def _bind(expr: Expr, rule: Rule, rep: Reporter, used: set[str], lets: set[str] | None = None) -> None:
+    """Resolve `expr`'s names against the captures and the let names (all of them, unless `lets` says which)."""
+    bound = set(rule.captures) | (rule.let_names if lets is None else lets)
     for name, off, kind in bind_names(expr, bound):
         loc = expr.loc_at(off, name)
         if kind == "call":
@@ -220,21 +256,38 @@ def _bind(expr: Expr, rule: Rule, rep: Reporter, used: set[str]) -> None:
         elif kind == "shadowed":
             rep.error(loc, f"'{name}' is a capture of rule '{rule.name}', which hides the helper {name}(); "
                            f"rename the capture", len(name))
+        elif name in rule.let_names:  # bound, but by a later let
+            rep.error(loc, f"let '{name}' is bound after this: a let reads the captures and the lets before it",
+                      len(name))
         else:
             rep.error(loc, _unbound(name, rule), len(name))
     used |= expr.names
 
 
 def _unbound(name: str, rule: Rule) -> str:
-    close = difflib.get_close_matches(name, list(rule.captures), n=1)
+    names = list(rule.captures) + sorted(rule.let_names)
+    close = difflib.get_close_matches(name, names, n=1)
     hint = (f"did you mean '{close[0]}'?" if close else
-            f"it binds {', '.join(sorted(rule.captures))}" if rule.captures else "it binds no names")
+            f"it binds {', '.join(sorted(names))}" if names else "it binds no names")
     return f"name '{name}' is not bound by the pattern of rule '{rule.name}' ({hint})"
 
 
 def _check_term(rule: Rule, rep: Reporter, used: set[str]) -> None:
+    decisions: set[int] = set()  # the `if`s that are the result or a branch of one: the only places for them
+    t = rule.rewrite
+    stack = [t]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, TIf):
+            decisions.add(id(t))
+            stack += [t.then, t.orelse]
     for t in term_walk(rule.rewrite):
-        if isinstance(t, TCapture):
+        if isinstance(t, TIf) and id(t) not in decisions:
+            rep.error(t.loc, "(if ...) chooses the whole result (or a branch of another if); inside a node, "
+                             "compute the value with {a if c else b}", 3)
+        if isinstance(t, TCapture) and t.name in rule.let_names:
+            used.add(t.name)  # a let's value as the result: a node, or a number that becomes a CONST
+        elif isinstance(t, TCapture):
             kind = rule.captures.get(t.name)
             if kind is None:
                 rep.error(t.loc, _unbound(t.name, rule), len(t.name))
@@ -276,27 +329,70 @@ def _check_call(rule: Rule, rep: Reporter, used: set[str]) -> None:
     if fn is None or fn.kind != "function":
         if fn is not None:
             rep.error(spec.loc, f"'{spec.module}:{spec.function}' is a class; a callback is a function")
-        used |= set(rule.captures)  # which captures it reads is unknown: do not also warn that they are unused
+        # which captures it reads is unknown: do not also warn that they are unused
+        used |= set(rule.captures) | rule.let_names
+        return
+    sigs = scope.signatures.get(spec.module)
+    if sigs is not None and spec.function not in sigs:
+        known = ", ".join(sorted(sigs)) or "none"
+        rep.error(spec.loc, f"callback '{spec.function}' is not declared under '{spec.module}' in `callbacks:` "
+                            f"(declared: {known})")
+        used |= set(rule.captures) | rule.let_names
         return
     if fn.star:
         rep.error(spec.loc, f"callback {spec.function} takes *args/**kwargs; name its parameters after the "
                             f"captures of rule '{rule.name}'")
-        used |= set(rule.captures)
+        used |= set(rule.captures) | rule.let_names
         return
     if fn.keyword_only:  # the generated matcher passes captures by position
         rep.error(spec.loc, f"callback {spec.function} takes keyword-only parameter '{fn.keyword_only[0]}'; rulec "
                             f"passes captures by position")
-        used |= set(rule.captures)
+        used |= set(rule.captures) | rule.let_names
         return
     for name in fn.positional:
         if name == "ctx":
             spec.wants_ctx = True
-        elif name not in rule.captures:
-            bound = ", ".join(sorted(rule.captures)) or "nothing"
+        elif name not in rule.captures and name not in rule.let_names:
+            bound = ", ".join(sorted(set(rule.captures) | rule.let_names)) or "nothing"
             rep.error(spec.loc, f"callback {spec.function} takes parameter '{name}', but rule '{rule.name}' "
                                 f"binds {bound}")
-            used |= set(rule.captures)
+            used |= set(rule.captures) | rule.let_names
             return
     spec.params = fn.positional
     used |= set(fn.positional)
+    if sigs is not None:
+        _check_signature(rule, sigs, fn.positional, scope, rep)
 
+
+_BINDING_KINDS = {"node": "a node capture", "nodes": "a rest capture (...name)", "value": "a capture or a let"}
+
+
+def _check_signature(rule: Rule, sigs: dict, positional: tuple[str, ...], scope: CallbackScope,
+                     rep: Reporter) -> None:
+    """A `call:` of a module with typed declarations: the function is declared, its def takes as many
+    parameters as declared (`ctx` where the kind is context), and the rule binds each to a name of its kind."""
+    spec = rule.call
+    sig = sigs[spec.function]
+    problem = None
+    if len(sig.params) != len(positional):
+        problem = (f"callback {spec.function} is declared with {len(sig.params)} parameter(s) but its def takes "
+                   f"{len(positional)} ({', '.join(positional)})")
+    else:
+        for name, kind in zip(positional, sig.params):
+            if (kind == "context") != (name == "ctx"):
+                problem = (f"callback {spec.function}: the stage context is the parameter `ctx`, and only it has "
+                           f"kind context (parameter '{name}' is declared {kind})")
+                break
+    if problem:
+        if id(sig) not in scope.checked:  # once per declaration, not once per use
+            scope.checked.add(id(sig))
+            rep.error(sig.loc, problem, len(sig.function))
+        return
+    spec.result = sig.result
+    for name, kind in zip(positional, sig.params):
+        have = rule.captures.get(name) or ("let" if name in rule.let_names else None)
+        ok = {"context": True, "node": have == "node", "nodes": have == "rest", "value": have is not None}[kind]
+        if not ok:
+            what = {"node": "a node capture", "rest": "a rest capture", "let": "a let value"}.get(have, "nothing")
+            rep.error(spec.loc, f"callback {spec.function} takes '{name}' as {_BINDING_KINDS[kind]}, but rule "
+                                f"'{rule.name}' binds it to {what}")

@@ -127,8 +127,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f";; {printable(line)}".rstrip(), file=out)
         for inc, loc in rs.include:
             print(f";; includes {inc} ({printable(str(loc))})", file=out)
-        for r in res.project.rules_of(rs.name):
-            kind = f"call {r.call.module}:{r.call.function}" if r.call else "rewrite"
+        for r in rs.all_rules(res.project.rulesets, include_disabled=True):
+            kind = ("disabled" if not r.enabled else f"call {r.call.module}:{r.call.function}" if r.call
+                    else r.kind)
             print(f"{printable(str(r.loc))}: {r.ruleset}/{r.name} [{kind}]", file=out)
     out_dir = res.out_dir
     del load, RuleSetNotFound, default_build_dir

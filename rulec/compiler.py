@@ -32,6 +32,10 @@ class Project:
     def rules_of(self, name: str) -> list[Rule]:
         return self.rulesets[name].all_rules(self.rulesets)
 
+    def disabled_rules_of(self, name: str) -> list[Rule]:
+        """The rules of the set (and its includes) switched off with `enabled: false`: checked, not compiled."""
+        return [r for r in self.rulesets[name].all_rules(self.rulesets, include_disabled=True) if not r.enabled]
+
     def closure(self, name: str) -> list[str]:
         """The rule set and everything it includes, transitively."""
         out: list[str] = []

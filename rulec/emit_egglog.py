@@ -23,6 +23,7 @@ name per rule; a rule egglog rejects is skipped with egglog's message (never a t
 from __future__ import annotations
 
 import ast
+import copy
 import itertools
 import json
 import re
@@ -31,7 +32,7 @@ from typing import Any, Callable
 
 from rulec.runtime import egraph as E
 from rulec.runtime.dtype import DTYPE_BY_NAME, DType
-from rulec.runtime.helpers import bounded_lshift
+from rulec.runtime.helpers import FOLDED_OPS, bounded_lshift
 from rulec.runtime.ops import OP_INFO, Ops
 
 from . import __version__
@@ -61,6 +62,47 @@ class Unsupported(Exception):
 
 class Dead(Exception):
     """This pattern variant can never match a node the e-graph holds."""
+
+
+# ======================================================================== constant folding
+# fold_alu(n) (runtime/helpers.py) per op, in the expression language: (guard, value) over A and B (the
+# CONST sources' args), D (their dtype), X (the node) and S (its first source). The guards state in i64
+# what fold_alu declines: egglog computes the same values, and an overflow fails the match.
+_FIT = "fits_int64({r}) and fits_dtype(D, {r})"
+_SHIFT = "A >= 0 and 0 <= B < 8 * D.itemsize"
+FOLD_TEMPLATES: dict[Ops, tuple[str, str]] = {
+    **{op: ("is_int(X) and " + _FIT.format(r=f"A {sym} B"), f"A {sym} B")
+       for op, sym in ((Ops.ADD, "+"), (Ops.SUB, "-"), (Ops.MUL, "*"))},
+    **{op: (f"is_int(X) and B != 0 and " + _FIT.format(r=f"{fn}(A, B)"), f"{fn}(A, B)")
+       for op, fn in ((Ops.IDIV, "c_div"), (Ops.MOD, "c_mod"))},
+    Ops.MAX: ("is_int(X) and fits_int64(A, B)", "max(A, B)"),
+    Ops.NEG: ("is_int(X) and " + _FIT.format(r="-A"), "-A"),
+    Ops.SHL: (f"is_int(X) and {_SHIFT} and " + _FIT.format(r="A << B"), "A << B"),
+    Ops.SHR: (f"is_int(X) and {_SHIFT} and fits_int64(A)", "A >> B"),
+    **{op: ("fits_int64(A, B)", f"A {sym} B") for op, sym in ((Ops.AND, "&"), (Ops.OR, "|"), (Ops.XOR, "^"))},
+    **{op: ("is_int(S) and fits_int64(A, B)", f"A {sym} B")
+       for op, sym in ((Ops.CMPLT, "<"), (Ops.CMPNE, "!="), (Ops.CMPEQ, "=="))},
+}
+assert set(FOLD_TEMPLATES) == FOLDED_OPS
+
+
+def _fold_parts(op: Ops, node: ast.AST) -> tuple[ast.AST, ast.AST]:
+    """fold_alu(node) for a node of op `op`: its guard and value as expressions over the node's sources."""
+    def src(i: int) -> ast.AST:
+        return ast.Subscript(ast.Attribute(copy.deepcopy(node), "src", ast.Load()), ast.Constant(i), ast.Load())
+
+    def attr(i: int, name: str) -> ast.AST:
+        return ast.Attribute(src(i), name, ast.Load())
+
+    names = {"X": lambda: copy.deepcopy(node), "S": lambda: src(0), "D": lambda: attr(0, "dtype"),
+             "A": lambda: attr(0, "arg"), "B": lambda: attr(1, "arg")}
+
+    class Fill(ast.NodeTransformer):
+        def visit_Name(self, n: ast.Name) -> ast.AST:
+            return names[n.id]() if n.id in names else n
+
+    guard, value = (Fill().visit(ast.parse(text, mode="eval").body) for text in FOLD_TEMPLATES[op])
+    return guard, value
 
 
 # ======================================================================== values in guards and results
@@ -137,6 +179,8 @@ class _Variant:
         self.dt_of: dict[str, str] = {}
         self.ops_used: set[Ops] = set()
         self.rests = {p.rest for p in rule.match.walk() if p.rest}
+        # let names stand for their expressions: egglog computes a value once per match anyway
+        self.lets = {b.name: b.expr.tree.body for b in rule.lets}
 
     def fresh(self, prefix: str) -> str:
         return f"_{prefix}{next(self.counter)}"
@@ -252,6 +296,8 @@ class _Variant:
 
     def used_names(self) -> set[str]:
         names = set(self.rule.when.names) if self.rule.when is not None else set()
+        for b in self.rule.lets:
+            names |= b.expr.names
         for t in _walk_terms(self.rule.rewrite):
             if isinstance(t, (TCapture, TSplice)):
                 names.add(t.name)
@@ -292,6 +338,8 @@ class _Variant:
             if isinstance(v, str) and v.isprintable():
                 return V("str", E.egg_string(v), static=v)
             raise self.fail(n, "only integer, bool, None and plain string constants")
+        if isinstance(n, ast.Name) and n.id in self.lets:
+            return self.val(self.lets[n.id])
         if isinstance(n, ast.Name):
             if n.id in self.rests:
                 raise self.fail(n, "rest captures are tuples of sources, which egglog does not have")
@@ -417,8 +465,29 @@ class _Variant:
     def floor_mod(x: str, y: str) -> str:
         return f"(% (+ (% {x} {y}) {y}) {y})"
 
+    def fold(self, n: ast.Call) -> tuple[ast.AST, bool]:
+        """fold_alu(x): adds its guard to the query; its value expression, and whether that is a condition."""
+        if len(n.args) != 1:
+            raise self.fail(n, "fold_alu takes one node")
+        x = self.val(n.args[0])
+        if x.kind != "node" or x.info is None:
+            raise self.fail(n, "fold_alu needs a node whose op the pattern fixes")
+        if x.info.op not in FOLD_TEMPLATES:
+            raise Dead(f"fold_alu never folds {x.info.op.name}")
+        guard, value = _fold_parts(x.info.op, n.args[0])
+        alts = self.cond(guard)
+        if not alts:
+            raise Dead("fold_alu's guard is always false here")
+        if len(alts) != 1:
+            raise self.fail(n, "fold_alu's guard has alternatives")
+        self.atoms.extend(alts[0])
+        return value, _is_condition(value)
+
     def call(self, n: ast.Call, fname: str) -> V:
         args = n.args
+        if fname == "fold_alu":
+            value, is_cond = self.fold(n)
+            return V("cond", items=[value]) if is_cond else self.val(value)
         if fname in ("c_div", "c_mod") and len(args) == 2:
             a, b = self.val(args[0]), self.val(args[1])
             if a.kind != "int" or b.kind != "int":
@@ -483,6 +552,8 @@ class _Variant:
     # ---------------------------------------------------------------- conditions (DNF)
     def cond(self, n: ast.AST, neg: bool = False) -> list[list[str]]:
         """Alternatives of conjunctions of atoms: [] is False, [[]] is True."""
+        if isinstance(n, ast.Name) and n.id in self.lets:
+            return self.cond(self.lets[n.id], neg)
         if isinstance(n, ast.BoolOp) or (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not)):
             return self.cond_inner(n, neg)
         # a leaf: what evaluating it binds (computed values, shift guards) belongs to its alternatives
@@ -621,7 +692,7 @@ class _Variant:
                 same = a.static is b.static
                 return [[]] if same == (op in (ast.Is, ast.Eq)) else []
             other = b if a.kind == "none" else a
-            if other.kind in ("int", "node", "dtype", "str") and op in (ast.Is, ast.Eq, ast.IsNot, ast.NotEq):
+            if other.kind in ("int", "node", "dtype", "str", "cond") and op in (ast.Is, ast.Eq, ast.IsNot, ast.NotEq):
                 # an encoded value is never None
                 return [] if op in (ast.Is, ast.Eq) else [[]]
             raise self.fail(whole, "comparison with None")
@@ -647,6 +718,8 @@ class _Variant:
 
     # ---------------------------------------------------------------- results
     def term(self, t: Any, fallback: _Lazy) -> R:
+        if isinstance(t, TCapture) and t.name in self.lets:
+            return self.value_term(self.lets[t.name], t.name, fallback)
         if isinstance(t, TCapture):
             v = V("node", self.var_for(t.name), info=self.cap_info.get(t.name))
             if t.name in self.rests:
@@ -656,13 +729,7 @@ class _Variant:
             self.em.ops_needed.add(Ops.CONST)
             return R(f"(CONST {fallback()} {self.const_value(t.value)})", fallback)
         if isinstance(t, TExpr):
-            v = self.val(t.expr.tree.body)
-            if v.kind == "node":
-                return R(v.expr, self.lazy_dtype(v))
-            if v.kind == "int":
-                self.em.ops_needed.add(Ops.CONST)
-                return R(f"(CONST {fallback()} {self.bind_int(v)})", fallback)
-            raise Unsupported(f"result `{t.expr.text}`: a {v.kind}, not a node or an integer")
+            return self.value_term(t.expr.tree.body, t.expr.text, fallback)
         if isinstance(t, TSplice):
             raise Unsupported(f"result splices ...{t.name}; egglog has no tuples of sources")
         if isinstance(t, TNode):
@@ -670,6 +737,23 @@ class _Variant:
         if isinstance(t, TReplace):
             return self.treplace(t)
         raise Unsupported(f"result term {type(t).__name__}")
+
+    def resolve(self, t: Any) -> ast.AST | None:
+        """The expression a computed result stands for, through let names; None for other terms."""
+        body = t.expr.tree.body if isinstance(t, TExpr) else self.lets.get(t.name) if isinstance(t, TCapture) else None
+        while isinstance(body, ast.Name) and body.id in self.lets:
+            body = self.lets[body.id]
+        return body
+
+    def value_term(self, tree: ast.AST, text: str, fallback: _Lazy) -> R:
+        """A computed result: a node, or an integer that becomes a CONST of the fallback dtype."""
+        v = self.val(tree)
+        if v.kind == "node":
+            return R(v.expr, self.lazy_dtype(v))
+        if v.kind == "int":
+            self.em.ops_needed.add(Ops.CONST)
+            return R(f"(CONST {fallback()} {self.bind_int(v)})", fallback)
+        raise Unsupported(f"result `{text}`: a {v.kind}, not a node or an integer")
 
     def lazy_dtype(self, v: V) -> _Lazy:
         return _Lazy(lambda: self.dtype_of(v))
@@ -793,11 +877,20 @@ class _Variant:
             raise Dead("its guard is always false for the nodes egglog holds")
         base_atoms = list(self.atoms)
         rw = self.rule.rewrite
-        if isinstance(rw, TExpr) and _is_condition(rw.expr.tree.body):
+        body = self.resolve(rw)
+        if isinstance(body, ast.Call) and isinstance(body.func, ast.Name) and body.func.id == "fold_alu":
+            start = len(self.atoms)
+            value, is_cond = self.fold(body)
+            if is_cond:  # a folded comparison: its guard, and the comparison itself as below
+                base_atoms += self.atoms[start:]
+                body = value
+            else:  # a number: the result term computes it (and adds the guard) again
+                del self.atoms[start:]
+        if body is not None and _is_condition(body):
             # a bool-valued result, {a.arg < b.arg}: True where it holds, False where it does not
             self.em.ops_needed.add(Ops.CONST)
-            cases = [(self.cond(rw.expr.tree.body), f"(CONST {root_dt()} 1)"),
-                     (self.cond(rw.expr.tree.body, neg=True), f"(CONST {root_dt()} 0)")]
+            cases = [(self.cond(body), f"(CONST {root_dt()} 1)"),
+                     (self.cond(body, neg=True), f"(CONST {root_dt()} 0)")]
             extra: list[str] = []
         else:
             result = self.term(rw, root_dt)
@@ -979,6 +1072,8 @@ class EggEmitter:
     def translate(self, rule: Rule) -> list[tuple[list[str], str]]:
         if rule.call is not None:
             raise Unsupported("callback")
+        if rule.fact is not None:
+            raise Unsupported("fact: it records into the python engine's stage context")
         # every source order of the commutative ops: egglog keeps all matches, so more orders only
         # find more (always valid) equalities, whether or not a guard could refuse one of them
         variants = []
@@ -1039,6 +1134,8 @@ class EggEmitter:
     def rule_text(self, rule: Rule, egg_names: list[str], bodies: list[tuple[list[str], str]]) -> str:
         lines = [f"; {comment_text(rule.name)}  {comment_text(rule.loc.file)}:{rule.loc.line}",
                  f";   match:   {comment_text(pat_text(rule.match))}"]
+        for b in rule.lets:
+            lines.append(f";   let:     {comment_text(b.name)} = {comment_text(b.expr.text)}")
         if rule.when is not None:
             lines.append(f";   when:    {comment_text(rule.when.text)}")
         lines.append(f";   rewrite: {comment_text(term_text(rule.rewrite))}")

@@ -17,7 +17,7 @@ from rulec.runtime.ops import OP_INFO, Ops
 from . import __version__
 from .diagnostics import printable
 from .exprs import HELPER_PREFIX, Expr
-from .model import NOARG, Pat, Rule, TCapture, TConst, TExpr, TNode, TReplace, TSplice
+from .model import NOARG, FactSpec, Pat, Rule, TCapture, TConst, TExpr, TIf, TNode, TReplace, TSplice
 from .typecheck import rule_plan
 from .variants import pattern_variants, rule_can_refuse
 
@@ -76,8 +76,9 @@ class PythonEmitter:
         self.opsets: dict[frozenset, str] = {}
         self.dtsets: dict[frozenset, str] = {}
         self.helpers: set[str] = set()
-        self.callbacks: dict[tuple[str, str], str] = {}
+        self.callbacks: dict[tuple, str] = {}  # (module, function, declared params or None) -> local name
         self.exprs = 0  # expressions emitted so far
+        self.lets: set[str] = set()  # the let names of the rule being emitted
 
     # ---------------------------------------------------------------- module
     def emit(self) -> str:
@@ -101,7 +102,7 @@ class PythonEmitter:
             "from rulec.runtime.helpers import OPERATORS as _OPERATORS, bounded_value",
             *(f"{op} = _OPERATORS[{py_str(op)}]" for op in sorted(OPERATORS)),
             "from rulec.runtime.matcher import Matcher, RuleInfo",
-            "from rulec.runtime.ops import Ops",
+            "from rulec.runtime.ops import GroupOp, Ops",
             "from rulec.runtime.uop import UOp",
         ]
         if self.helpers:
@@ -109,15 +110,18 @@ class PythonEmitter:
             head += [f"{HELPER_PREFIX}{h} = _HELPERS[{py_str(h)}]" for h in sorted(self.helpers)]
         if self.callbacks:
             head.append("from rulec.runtime.genlib import callback as _callback")
-        for (mod, fn), local in self.callbacks.items():
-            head.append(f"{local} = _callback({py_str(mod)}, {py_str(fn)})")
+        if any(params is not None for _, _, params in self.callbacks):
+            head.append("from rulec.runtime.genlib import callback_result_error")
+        for (mod, fn, params), local in self.callbacks.items():
+            declared = "" if params is None else f", ({''.join(py_str(p) + ', ' for p in params)})"
+            head.append(f"{local} = _callback({py_str(mod)}, {py_str(fn)}{declared})")
         head.append("")
         for s, nm in self.opsets.items():
             head.append(f"{nm} = frozenset({{{', '.join('Ops.' + o.name for o in sorted(s, key=lambda o: o.value))}}})")
         for s, nm in self.dtsets.items():
             head.append(f"{nm} = frozenset({{{', '.join('dtypes.' + d.name for d in sorted(s, key=lambda d: d.name))}}})")
         infos = [f"    RuleInfo({py_str(r.name)}, {py_str(r.ruleset)}, {py_str(r.file)}, {r.loc.line}, {r.loc.col}, "
-                 f"{py_str('call' if r.call else 'rewrite')})," for r in self.rules]
+                 f"{py_str(r.kind)})," for r in self.rules]
         tail = ["RULES = [", *infos, "]", "", "ENTRIES = [", *entries, "]", "",
                 f"MATCHER = Matcher({py_str(self.name)}, RULES, ENTRIES)", ""]
         return "\n".join(head + [""] + funcs + tail)
@@ -138,19 +142,27 @@ class PythonEmitter:
         self.plan = rule_plan(rule)  # the run-time checks the static typing left (rulec/typecheck.py)
         exprs_before = self.exprs
         self.match(pat, "n", fn, root=True)
+        self.lets = rule.let_names
+        for b in rule.lets:  # once per match, in order, before the guard that may read them
+            fn.lines.append(f"{V}{b.name} = {self.expr(b.expr)}")
         if rule.when is not None:
             fn.lines.append(f"if not ({self.expr(rule.when)}): return None")
         if rule.call is not None:
-            local = self.callbacks.setdefault((rule.call.module, rule.call.function),
-                                              f"_cb_{_ident(rule.call.module)}_{rule.call.function}")
-            args = ", ".join("ctx" if p == "ctx" else V + p for p in rule.call.params)
-            fn.lines.append(f"return {local}({args})")
+            spec = rule.call
+            key = (spec.module, spec.function, spec.params if spec.result else None)
+            local = self.callbacks.setdefault(key, f"_cb_{_ident(spec.module)}_{spec.function}")
+            args = ", ".join("ctx" if p == "ctx" else V + p for p in spec.params)
+            if spec.result is None:
+                fn.lines.append(f"return {local}({args})")
+            else:  # a typed declaration: what it returns is checked, as the declaration says
+                ok = {"node": "isinstance(_r, UOp)", "node?": "_r is None or isinstance(_r, UOp)",
+                      "none": "_r is None"}[spec.result]
+                fn.lines += [f"_r = {local}({args})", f"if {ok}: return _r",
+                             f"callback_result_error(_r, {py_str(spec.result)})"]
+        elif rule.fact is not None:
+            self.fact(rule.fact, fn)
         else:
-            result = self.term(rule.rewrite, fn, 'n.dtype')
-            if self.plan.result_dtype:  # not proven to keep the matched node's dtype
-                result = fn.temp(result)
-                fn.lines.append(f"if {result}.dtype is not n.dtype: check_kept_dtype(n, {result})")
-            fn.lines.append(f"return {result}")
+            self.result(rule.rewrite, fn)
         where = f"{rule.ruleset}/{rule.name} at {py_str(rule.loc.file)}:{rule.loc.line}:{rule.loc.col}"
         lines = fn.lines
         if self.exprs != exprs_before:  # an expression hit a limit: say which rule (a try costs nothing in 3.11)
@@ -158,6 +170,33 @@ class PythonEmitter:
                      f"    raise e.located(RULES[{rid}]) from None"]
         body = "\n".join("    " + ln for ln in lines)
         return f"def {fname}(n, ctx):\n    # {comment_text(where)}\n{body}\n\n"
+
+    def fact(self, spec: FactSpec, fn: _Fn) -> None:
+        """Record into the stage context (a dict), then decline: the node is not rewritten, later rules run."""
+        value = self.expr(spec.value) if spec.value is not None else "None"
+        if spec.key is not None:
+            fn.lines.append(f"ctx[{self.expr(spec.key)}] = {value}")
+        else:
+            fn.lines.append(f"for _k in {self.expr(spec.keys)}:")
+            fn.lines.append(f"    ctx[_k] = {value}")
+        fn.lines.append("return None")
+
+    def result(self, t: Any, fn: _Fn) -> None:
+        """The statements that build and return the result; an (if c a b) becomes an if statement."""
+        if isinstance(t, TIf):
+            inner = _Fn()
+            inner.temps = fn.temps
+            self.result(t.then, inner)
+            fn.temps = inner.temps
+            fn.lines.append(f"if {self.expr(t.cond)}:")
+            fn.lines += ["    " + ln for ln in inner.lines]
+            self.result(t.orelse, fn)
+            return
+        result = self.term(t, fn, 'n.dtype')
+        if self.plan.result_dtype:  # not proven to keep the matched node's dtype
+            result = fn.temp(result)
+            fn.lines.append(f"if {result}.dtype is not n.dtype: check_kept_dtype(n, {result})")
+        fn.lines.append(f"return {result}")
 
     def match(self, pat: Pat, var: str, fn: _Fn, root: bool = False) -> None:
         out = fn.lines
@@ -231,7 +270,7 @@ class PythonEmitter:
     def term(self, t: Any, fn: _Fn, fallback: str) -> str:
         """A Python expression for a node term; literals become CONSTs of dtype `fallback`."""
         if isinstance(t, TCapture):
-            return V + t.name
+            return f"as_node({V}{t.name}, {fallback})" if t.name in self.lets else V + t.name
         if isinstance(t, TConst):
             if id(t) in self.plan.literals:  # may not fit the dtype it gets: checked
                 return f"UOp.const({fallback}, const_arg({fallback}, {_literal(t.value)}))"

@@ -22,7 +22,7 @@ from rulec.runtime.dtype import DTYPE_BY_NAME
 from rulec.runtime.genlib import ExprLimitError
 from rulec.runtime.helpers import (ATTRIBUTES, HELPERS, NAMESPACES, OPERATORS, SEQ_LIMIT, bounded_lshift, bounded_mul,
                                    bounded_pow, bounded_range)
-from rulec.runtime.ops import Ops
+from rulec.runtime.ops import GROUPS, Ops
 
 from .diagnostics import Loc
 
@@ -326,6 +326,8 @@ def _check_attribute(node: ast.Attribute, expr: Expr, lead: int) -> None:
     if isinstance(base, ast.Name) and base.id in NAMESPACES:
         if base.id == "Ops" and node.attr not in Ops.__members__:
             raise ExprError(f"unknown op Ops.{node.attr}{_suggest(node.attr, Ops.__members__)}", start, end - start)
+        if base.id == "GroupOp" and node.attr not in GROUPS:
+            raise ExprError(f"unknown op group GroupOp.{node.attr}{_suggest(node.attr, GROUPS)}", start, end - start)
         if base.id == "dtypes" and node.attr not in DTYPE_BY_NAME:
             raise ExprError(f"unknown dtype dtypes.{node.attr}{_suggest(node.attr, DTYPE_BY_NAME)}", start,
                             end - start)

@@ -98,11 +98,28 @@ class TReplace:
     tag: Term | None = None
 
 
-Term = TCapture | TConst | TExpr | TSplice | TNode | TReplace
+@dataclass(eq=False)
+class TIf:
+    """`(if COND THEN ELSE)`: the whole result (or a branch of one) chosen by a condition.
+
+    One rule can then make a several-way decision on a value it computes once (a `let:` binding).
+    """
+
+    cond: Expr
+    then: Any  # a Term
+    orelse: Any
+    loc: Loc
+
+
+Term = TCapture | TConst | TExpr | TSplice | TNode | TReplace | TIf
 
 
 def term_walk(t: Any):
     yield t
+    if isinstance(t, TIf):
+        yield TExpr(t.cond, t.cond.loc)
+        yield from term_walk(t.then)
+        yield from term_walk(t.orelse)
     if isinstance(t, (TNode, TReplace)):
         for c in t.children or ():
             yield from term_walk(c)
@@ -125,6 +142,30 @@ class CallSpec:
     params: tuple[str, ...] = ()  # filled by the checker from the function's signature
     wants_ctx: bool = False
     scope: CallbackScope | None = None  # the modules the rule's file may call into
+    result: str | None = None  # the declared result kind (callback_check.RESULT_KINDS), if declared
+
+
+@dataclass(eq=False)
+class FactSpec:
+    """`fact:`: record `key` (or each of `keys`) with `value` (None unless given) into the stage context,
+    a dict, as egglog's `set` does for a function; the rule then declines, so later rules still run."""
+
+    loc: Loc
+    key: Expr | None = None
+    keys: Expr | None = None
+    value: Expr | None = None
+
+    def exprs(self) -> list[Expr]:
+        return [e for e in (self.key, self.keys, self.value) if e is not None]
+
+
+@dataclass(eq=False)
+class Let:
+    """One `let:` binding: `name` is the value of `expr`, computed once per match, in order."""
+
+    name: str
+    loc: Loc
+    expr: Expr
 
 
 @dataclass(eq=False)
@@ -137,12 +178,23 @@ class Rule:
     when: Expr | None = None
     rewrite: Any = None  # a Term
     call: CallSpec | None = None
+    fact: FactSpec | None = None
     captures: dict[str, str] = field(default_factory=dict)  # name -> "node" | "rest"
     capture_locs: dict[str, Loc] = field(default_factory=dict)
+    lets: list[Let] = field(default_factory=list)  # evaluated after the pattern matched, before the guard
+    enabled: bool = True  # `enabled: false`: parsed and checked, but not compiled
+
+    @property
+    def let_names(self) -> set[str]:
+        return {b.name for b in self.lets}
 
     @property
     def pure(self) -> bool:
-        return self.call is None
+        return self.call is None and self.fact is None
+
+    @property
+    def kind(self) -> str:
+        return "call" if self.call is not None else "fact" if self.fact is not None else "rewrite"
 
 
 @dataclass(eq=False)
@@ -154,10 +206,12 @@ class RuleSetDef:
     include: list[tuple[str, Loc]] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
 
-    def all_rules(self, table: dict[str, RuleSetDef], _seen: tuple[str, ...] = ()) -> list[Rule]:
+    def all_rules(self, table: dict[str, RuleSetDef], _seen: tuple[str, ...] = (),
+                  include_disabled: bool = False) -> list[Rule]:
         """Included rule sets' rules first, in include order, then this set's own rules.
 
         A set reached twice through includes (a diamond) contributes its rules once, at the first place.
+        Rules switched off (`enabled: false`) are left out unless `include_disabled`.
         """
         # depth-first, sources before users, with an explicit stack: include chains may be long. Each set is
         # entered once; one met again (a diamond, or a cycle back to a set being entered) adds nothing new
@@ -175,7 +229,7 @@ class RuleSetDef:
                 stack.pop()
                 out.extend(rs.rules)
         seen: set[int] = set()
-        return [r for r in out if not (id(r) in seen or seen.add(id(r)))]
+        return [r for r in out if not (id(r) in seen or seen.add(id(r))) and (r.enabled or include_disabled)]
 
 
 @dataclass(eq=False)

@@ -21,9 +21,9 @@ import os
 import re
 from pathlib import Path
 
-from .callback_check import CallbackScope, check_declarations
+from .callback_check import CallbackScope, check_declarations, parse_signature
 from .diagnostics import Loc, Reporter
-from .model import CallSpec, Rule, RuleFile, RuleSetDef
+from .model import CallSpec, FactSpec, Let, Rule, RuleFile, RuleSetDef
 from .patterns import PatternError, PatternParser
 from .sexpr import SexprError, read_sexpr
 from .source import YNode, load_yaml
@@ -35,7 +35,8 @@ RULESET_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 # rule names become parts of Python function names and egglog rule names, and appear in traces:
 # ASCII letters, digits, '_', '-' and '.', so that every generator can write them as they are
 RULE_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z", re.ASCII)
-RULE_KEYS = ("name", "doc", "match", "when", "rewrite", "call")
+RULE_KEYS = ("name", "doc", "enabled", "match", "let", "when", "rewrite", "call", "fact")
+FACT_KEYS = ("key", "keys", "value")
 # a `match` or `rewrite` text: 30x the longest shipped one. Every atom gets its file position, and locating
 # one in a quoted scalar costs time in proportion to the text, so thousands of atoms would take minutes
 MAX_SEXPR_CHARS = 4096
@@ -70,25 +71,57 @@ def parse_file(path: str, text: str, rep: Reporter) -> RuleFile:
 
 
 def parse_callbacks_key(root: YNode, path: str, rep: Reporter) -> CallbackScope:
-    """The top-level `callbacks: [module, ...]`: the modules this file's `call:`s may name.
+    """The top-level `callbacks:`: the modules this file's `call:`s may name.
 
-    Modules beside the file need no declaration; the folder is kept for that.
+    Either a list of modules, or a mapping from each module to the typed declarations of the functions
+    called from it (`- name(ctx, x: node) -> node?`). Modules beside the file need no declaration; the
+    folder is kept for that.
     """
     scope = CallbackScope(str(Path(path).resolve().parent))
     node = root.get(CALLBACKS_KEY)
     if node is None:
         return scope
+    if isinstance(node.value, dict):
+        for name, decls in node.value.items():
+            if _declare_module(scope, name, node.key_locs[name], rep):
+                _parse_signatures(scope, name, decls, rep)
+        check_declarations(scope, rep)
+        return scope
     items = node.value if isinstance(node.value, list) else [node]
     for it in items:
-        name = it.value
-        if not isinstance(name, str) or not _dotted_name(name):
-            rep.error(it.loc, f"`{CALLBACKS_KEY}` lists module names (package.module), not {_shown(it)}")
-        elif name in scope.declared:
-            rep.warning(it.loc, f"module '{name}' is declared twice", len(name))
-        else:
-            scope.declared[name] = it.loc
+        _declare_module(scope, it.value, it.loc, rep, it)
     check_declarations(scope, rep)
     return scope
+
+
+def _declare_module(scope: CallbackScope, name, loc: Loc, rep: Reporter, node: YNode | None = None) -> bool:
+    if not isinstance(name, str) or not _dotted_name(name):
+        shown = _shown(node) if node is not None else repr(name)
+        rep.error(loc, f"`{CALLBACKS_KEY}` lists module names (package.module), not {shown}")
+        return False
+    if name in scope.declared:
+        rep.warning(loc, f"module '{name}' is declared twice", len(name))
+        return False
+    scope.declared[name] = loc
+    return True
+
+
+def _parse_signatures(scope: CallbackScope, module: str, decls: YNode, rep: Reporter) -> None:
+    """`module: [function(param: kind, ...) -> result, ...]`: the typed declarations of one module."""
+    items = decls.value if isinstance(decls.value, list) else [decls]
+    table = scope.signatures.setdefault(module, {})
+    for it in items:
+        if not isinstance(it.value, str):
+            rep.error(it.loc, f"module '{module}' maps to callback declarations: function(param: kind, ...) -> "
+                              f"result, not {_shown(it)}")
+            continue
+        sig = parse_signature(it.value, it.loc)
+        if isinstance(sig, str):
+            rep.error(it.loc, f"{sig}: {it.value!r}", max(1, len(it.value)))
+        elif sig.function in table:
+            rep.error(it.loc, f"callback '{sig.function}' is declared twice", len(sig.function))
+        else:
+            table[sig.function] = sig
 
 
 def _shown(node: YNode) -> str:
@@ -185,9 +218,12 @@ def _parse_rule(path: str, ruleset: str, node: YNode, rep: Reporter) -> Rule | N
             rep.error(name_node.loc, f"rule '{name}' has no match", len(name))
         return None
     has_rw, has_call = node.get("rewrite") is not None, node.get("call") is not None
-    if has_rw == has_call:
-        if has_rw or not unknown:  # a misspelled `rewrite` or `call` is reported already
-            what = "both rewrite and call" if has_rw else "neither rewrite nor call"
+    has_fact = node.get("fact") is not None
+    if has_rw + has_call + has_fact != 1:
+        if has_rw or has_call or has_fact or not unknown:  # a misspelled `rewrite` or `call` is reported already
+            given = [k for k, has in (("rewrite", has_rw), ("call", has_call), ("fact", has_fact)) if has]
+            what = "neither rewrite nor call" if not given else f"both {' and '.join(given)}" if len(given) == 2 \
+                else "rewrite, call and fact"
             rep.error(name_node.loc, f"rule '{name}' has {what}: give exactly one", len(name))
         return None
     parser = None
@@ -202,13 +238,26 @@ def _parse_rule(path: str, ruleset: str, node: YNode, rep: Reporter) -> Rule | N
         parser = reader(match_node)
         pat = parser.pattern(_read(mtext, match_node))
         rule = Rule(name, name_node.loc, pat, ruleset=ruleset, file=path)
+        enabled = node.get("enabled")
+        if enabled is not None:
+            if not isinstance(enabled.value, bool):
+                rep.error(enabled.loc, f"`enabled:` takes true or false, not {_shown(enabled)}")
+            else:
+                rule.enabled = enabled.value
+        let = node.get("let")
+        if let is not None:
+            rule.lets = _parse_lets(let, reader, rep)
         when = node.get("when")
         if when is not None:
             wtext = _text(when, "when", rep)
             if wtext is None:
                 return None
             rule.when = reader(when).expr(wtext, 0)
-        if has_rw:
+        if has_fact:
+            rule.fact = _parse_fact(node.get("fact"), reader, rep)
+            if rule.fact is None:
+                return None
+        elif has_rw:
             rw = node.get("rewrite")
             rtext = _text(rw, "rewrite", rep)
             if rtext is None:
@@ -228,6 +277,53 @@ def _parse_rule(path: str, ruleset: str, node: YNode, rep: Reporter) -> Rule | N
     except PatternError as e:
         rep.error(e.loc, str(e), e.length)
         return None
+
+
+def _parse_fact(node: YNode, reader, rep: Reporter) -> FactSpec | None:
+    """`fact: KEY` or `fact: {key: KEY, value: VALUE}` or `fact: {keys: KEYS, value: VALUE}` (expressions)."""
+    spec = FactSpec(node.loc)
+    if not isinstance(node.value, dict):
+        text = _text(node, "fact", rep)
+        if text is None:
+            return None
+        spec.key = reader(node).expr(text, 0)
+        return spec
+    for key in node.value:
+        if key not in FACT_KEYS:
+            _unknown_key(rep, node, key, FACT_KEYS, "fact")
+            return None
+    if ("key" in node.value) == ("keys" in node.value):
+        rep.error(node.loc, "a fact has `key:` (one key) or `keys:` (a sequence of them): give exactly one")
+        return None
+    for field_name in FACT_KEYS:
+        sub = node.get(field_name)
+        if sub is not None:
+            text = _text(sub, f"fact {field_name}", rep)
+            if text is None:
+                return None
+            setattr(spec, field_name, reader(sub).expr(text, 0))
+    return spec
+
+
+def _parse_lets(node: YNode, reader, rep: Reporter) -> list[Let]:
+    """`let:` maps names to expressions, in order: each may read the captures and the names before it."""
+    if not isinstance(node.value, dict):
+        rep.error(node.loc, "`let:` maps names to expressions (name: expression, one per line)")
+        return []
+    out: list[Let] = []
+    for name, value in node.value.items():
+        loc = node.key_locs[name]
+        if not isinstance(name, str):
+            rep.error(loc, f"a let name must be text, not {name!r}")
+            continue
+        text = _text(value, f"let {name}", rep)
+        if text is None:
+            continue
+        try:
+            out.append(Let(name, loc, reader(value).expr(text, 0)))
+        except PatternError as e:
+            rep.error(e.loc, str(e), e.length)
+    return out
 
 
 def _dotted_name(text: str) -> bool:

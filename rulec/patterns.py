@@ -22,7 +22,7 @@ from rulec.runtime.ops import GROUPS, Ops
 
 from .diagnostics import Loc
 from .exprs import Expr, ExprError, parse_expr
-from .model import NOARG, Pat, TCapture, TConst, TExpr, TNode, TReplace, TSplice
+from .model import NOARG, Pat, TCapture, TConst, TExpr, TIf, TNode, TReplace, TSplice
 from .sexpr import SAtom, SBound, SBraced, SItem, SList
 
 Locate = Callable[[int, str], Loc]
@@ -257,6 +257,8 @@ class PatternParser:
         if not items or not isinstance(items[0], SAtom):
             raise PatternError("a result list starts with an op name or `replace`", loc)
         head = items[0]
+        if head.text == "if":
+            return self._if_term(item, items)
         if head.text == "replace":
             if len(items) < 2 or not isinstance(items[1], SAtom) or not CAPTURE_RE.match(items[1].text):
                 raise PatternError("replace needs a capture: (replace x :src (...))", self.loc(head))
@@ -288,6 +290,20 @@ class PatternParser:
         if isinstance(node, TNode):
             node.children = tuple(children)
         return node
+
+    def _if_term(self, item: SList, items: list) -> TIf:
+        """`(if COND THEN ELSE)`: COND is an expression ({...} or a name); THEN and ELSE are results."""
+        if len(items) != 4:
+            raise PatternError(f"if takes a condition and two results: (if cond then else), got {len(items) - 1} "
+                               f"item{'s' * (len(items) != 2)}", self.loc(items[0], "if"), 2)
+        c = items[1]
+        if isinstance(c, SBraced):
+            cond = self.expr(c.text, c.offset)
+        elif isinstance(c, SAtom) and not c.text.startswith((":", "...")):
+            cond = self.expr(c.text, c.offset)
+        else:
+            raise PatternError("the condition of if is an expression: {expr} or a name", self.loc(c))
+        return TIf(cond, self.term(items[2]), self.term(items[3]), self.loc(item))
 
     @staticmethod
     def _splice_end(items: list, i: int) -> int:

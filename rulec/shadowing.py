@@ -79,7 +79,7 @@ def _lookup_keys(b: Pat) -> list[tuple]:
 
 def _can_shadow(rule: Rule) -> bool:
     names = [q.name for q in rule.match.walk() if q.name]
-    return rule.when is None and rule.call is None and len(names) == len(set(names))
+    return rule.when is None and rule.call is None and rule.fact is None and len(names) == len(set(names))
 
 
 Filed = list[tuple[Pat, list[tuple]]]  # a rule's variants with their index keys; empty if it cannot shadow

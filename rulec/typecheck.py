@@ -29,7 +29,7 @@ from rulec.runtime.ops import GROUPS, OP_INFO, Ops
 
 from .diagnostics import Loc, Reporter
 from .exprs import Expr
-from .model import NOARG, Pat, Rule, TCapture, TConst, TExpr, TNode, TReplace, TSplice
+from .model import NOARG, Pat, Rule, TCapture, TConst, TExpr, TIf, TNode, TReplace, TSplice
 from .patterns import DTYPE_CLASSES
 
 Types = frozenset | None  # the dtypes a node can have; None: not known (any dtype, pointers included)
@@ -169,23 +169,29 @@ _ATTR_TYPES = {"dtype": {"DType"}, "scalar": {"DType"}, "vmin": {"int", "float",
 _CALL_TYPES = {"len": {"int"}, "int": {"int"}, "float": {"float"}, "bool": {"bool"}, "tuple": {"tuple"},
                "isinstance_int": {"bool"}, "fits_int64": {"bool"}, "fits_dtype": {"bool"}, "all": {"bool"},
                "any": {"bool"}, "is_const": {"bool"}, "is_int": {"bool"}, "all_same": {"bool"},
-               "const": {"UOp"}, "const_like": {"UOp"}, "ceil_div": {"int"}, "gcd": {"int"}}
+               "const": {"UOp"}, "const_like": {"UOp"}, "ceil_div": {"int"}, "gcd": {"int"},
+               "bit_length": {"int"}, "log2": {"int"},
+               "fold_alu": {"int", "bool"}}  # or None, where it declines: a guard tests that
 _NUMBERS = {"int", "float", "bool"}
 _NUMERIC_CALLS = {"min", "max", "abs", "c_div", "c_mod"}  # numbers in, a number out
 
 
-def expr_types(node: ast.AST, captures: dict[str, str], consts: frozenset = frozenset()) -> set[str] | None:
+def expr_types(node: ast.AST, captures: dict[str, str], consts: frozenset = frozenset(),
+               lets: dict[str, ast.AST] | None = None) -> set[str] | None:
     """The Python type names an expression can evaluate to, or None when that is not visible.
 
-    `consts` names the captures the pattern fixes to be CONSTs: their `.arg` is a number.
+    `consts` names the captures the pattern fixes to be CONSTs: their `.arg` is a number. `lets` maps the
+    rule's let names to their expressions (earlier lets only, as each sees).
     """
     def sub(n: ast.AST) -> set[str] | None:
-        return expr_types(n, captures, consts)
+        return expr_types(n, captures, consts, lets)
 
     if isinstance(node, ast.Expression):
         return sub(node.body)
     if isinstance(node, ast.Constant):
         return {type(node.value).__name__}
+    if isinstance(node, ast.Name) and lets and node.id in lets:
+        return sub(lets[node.id])
     if isinstance(node, ast.Name):
         kind = captures.get(node.id)
         return {"UOp"} if kind == "node" else {"tuple"} if kind == "rest" else None
@@ -321,7 +327,7 @@ class RuleTyper:
 
     def expr_types(self, e: Expr) -> set[str] | None:
         consts = frozenset(n for n, p in self.capture_pat.items() if p.ops is not None and p.ops <= {Ops.CONST})
-        return expr_types(e.tree, self.rule.captures, consts)
+        return expr_types(e.tree, self.rule.captures, consts, {b.name: b.expr.tree.body for b in self.rule.lets})
 
     def built_const(self, node: ast.AST) -> _T | None:
         """The type of `const_like(x, v)` (x's) and `const(x.dtype, v)` / `const(dtypes.D, v)`, else None."""
@@ -363,6 +369,9 @@ class RuleTyper:
         self.plan.result_dtype = True
 
     def term(self, t: Any, fallback: _T) -> _T:
+        if isinstance(t, TIf):
+            a, b = self.term(t.then, fallback), self.term(t.orelse, fallback)
+            return a if a == b else _UNKNOWN  # branches that differ are checked at run time
         if isinstance(t, TCapture):
             return self.capture(t.name) if self.rule.captures.get(t.name) == "node" else _UNKNOWN
         if isinstance(t, TConst):

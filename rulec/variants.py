@@ -12,8 +12,9 @@ MAX_VARIANTS = 16
 
 
 def _swappable(p: Pat, can_refuse: bool) -> bool:
+    # an op set of which only some ops are commutative swaps for those ops (see _swapped)
     if not (p.ops is not None and p.src is not None and len(p.src) == 2 and p.rest is None
-            and p.ops <= GROUPS["Commutative"]):
+            and p.ops & GROUPS["Commutative"]):
         return False
     a, b = p.src
     if a.key() == b.key():
@@ -24,10 +25,11 @@ def _swappable(p: Pat, can_refuse: bool) -> bool:
 
 
 def rule_can_refuse(rule: Rule) -> bool:
-    """Whether a rule may decline after its pattern matched: it has a guard, a callback, or a name captured
-    twice (an equality test, which one order of the sources may pass and the other fail)."""
+    """Whether a rule may decline after its pattern matched: it has a guard, a callback, a fact (which always
+    declines), or a name captured twice (an equality test, which one order of the sources may pass and the
+    other fail)."""
     names = [q.name for q in rule.match.walk() if q.name]
-    return rule.when is not None or rule.call is not None or len(names) != len(set(names))
+    return rule.when is not None or rule.call is not None or rule.fact is not None or len(names) != len(set(names))
 
 
 def pattern_variants(p: Pat, can_refuse: bool = True, limit: int = MAX_VARIANTS) -> list[Pat]:
@@ -43,9 +45,10 @@ def pattern_variants(p: Pat, can_refuse: bool = True, limit: int = MAX_VARIANTS)
     out: list[Pat] = []
     seen: set = set()
     for combo in itertools.product(*child_variants):
-        orders = [combo, combo[::-1]] if _swappable(p, can_refuse) else [combo]
-        for srcs in orders:
-            v = replace(p, src=tuple(srcs))
+        orders = [(combo, p.ops), (combo[::-1], p.ops & GROUPS["Commutative"])] if _swappable(p, can_refuse) \
+            else [(combo, p.ops)]
+        for srcs, ops in orders:
+            v = replace(p, src=tuple(srcs), ops=ops)
             if v.key() not in seen:
                 seen.add(v.key())
                 out.append(v)

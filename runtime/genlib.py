@@ -46,15 +46,34 @@ def check_result(value: Any) -> Any:
     return value
 
 
-def callback(module: str, function: str) -> Any:
-    """A rule's callback, imported when its matcher loads: only a function defined in `module` itself.
+def callback(module: str, function: str, params: tuple[str, ...] | None = None) -> Any:
+    """A rule's callback, imported when its matcher loads: only a function defined in `module` itself,
+    taking exactly `params` where the rule file declared them (a typed callback declaration).
 
     The build checked this too, but the module may have changed since (it is not one of the hashed
     sources), so a name rebound to a stdlib or imported function is refused here as well.
     """
-    from .callback_import import load_defined
+    from .callback_import import CallbackImportError, load_defined
 
-    return load_defined(module, function)
+    fn = load_defined(module, function)
+    if params is not None:
+        import inspect
+
+        try:
+            actual = tuple(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):  # a callable Python cannot describe: the call will say
+            return fn
+        if actual != params:
+            raise CallbackImportError(f"{module}:{function} is declared with parameters ({', '.join(params)}) but "
+                                      f"takes ({', '.join(actual)})")
+    return fn
+
+
+def callback_result_error(value: Any, kind: str) -> None:
+    """A typed callback returned what its declaration rules out; the engine re-raises this naming the rule."""
+    want = {"node": "a node", "node?": "a node or None", "none": "None"}[kind]
+    raise RuleTypeError(f"the callback is declared to return {kind} ({want}), but returned "
+                        f"{type(value).__name__} {brief(value)}")
 
 
 # ---- result types (docs/rules.md, "Types"): what the rule compiler could not check statically

@@ -8,10 +8,11 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+from .alu import ALU, AluUndefined
 from .bounds import c_div, c_mod
 from .dtype import DType, dtypes
 from .genlib import ExprLimitError, brief, check_result
-from .ops import Ops
+from .ops import GroupOp, Ops
 from .uop import UOp
 
 
@@ -214,6 +215,86 @@ def all_same(xs: Any) -> bool:
     return all(x is xs[0] or x == xs[0] for x in xs)
 
 
+def _int_operand(fn: str, x: Any) -> int:
+    if not isinstance(x, int) or isinstance(x, bool):
+        raise TypeError(f"{fn}() takes an integer, not {type(x).__name__} {brief(x, 40)}")
+    return x
+
+
+def bit_length(x: int) -> int:
+    """The number of bits of |x| (0 for 0), as int.bit_length: `1 << bit_length(n - 1)` is the power of two
+    at or above n. Bounded by its operand: expressions build integers of at most PRODUCT_BITS bits."""
+    return _int_operand("bit_length", x).bit_length()
+
+
+def log2(x: int) -> int:
+    """The exact base-2 logarithm of a power of two (log2(8) == 3). Anything else (0, a negative number,
+    6, a float) is a ValueError or TypeError, which names the rule: no silent rounding down."""
+    if _int_operand("log2", x) <= 0 or x & (x - 1):
+        raise ValueError(f"log2({_short(x)}): not a power of two")
+    return x.bit_length() - 1
+
+
+# The ops a constant fold evaluates: integer arithmetic, bool logic and integer comparisons, the fragment
+# whose exact value the egglog engine can mirror in i64 (rulec/emit_egglog.py, FOLD_TEMPLATES). POW and
+# FDIV are left alone: neither has been folded before, and egglog has no exact i64 power.
+_FOLD_ARITH = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.NEG, Ops.SHL, Ops.SHR})
+_FOLD_LOGIC = frozenset({Ops.AND, Ops.OR, Ops.XOR})
+_FOLD_COMPARE = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
+FOLDED_OPS = _FOLD_ARITH | _FOLD_LOGIC | _FOLD_COMPARE
+_FOLD_SHIFTS = frozenset({Ops.SHL, Ops.SHR})
+# the exact value of an integer op: runtime/alu.py's semantics in a width no 64-bit operands can overflow
+_EXACT = DType("exact", 32, "int", 0)
+
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _in_int64(*vals: Any) -> bool:
+    for v in vals:
+        if not _I64_MIN <= v <= _I64_MAX:
+            return False
+    return True
+
+
+def fold_alu(n: UOp) -> Any:
+    """The constant that ALU node `n`, whose sources are all CONSTs, computes; None where folding it would
+    change the program's meaning.
+
+    The value is runtime/alu.py's (the one ALU semantics the interpreters are checked against), computed
+    strictly, so C's undefined behaviour declines: division by zero, signed overflow, a shift by the
+    width or more. Beyond that a fold declines a shift of a negative value, a result its dtype cannot
+    hold exactly (unsigned wrap-around included) and values outside int64, which egglog computes in:
+    the result, and the operands of MAX, SHR, bit logic and comparisons. Comparisons fold on integer
+    operands; AND, OR and XOR also on bools; floats never (x*0 is not 0 for nan)."""
+    op = n.op
+    if op not in FOLDED_OPS:
+        return None
+    vals = []
+    for s in n.src:  # a loop, not all(): this runs on every candidate node of a rewrite
+        if s.op is not Ops.CONST or not isinstance(s.arg, int):
+            return None
+        vals.append(s.arg)
+    dt = n.dtype.scalar
+    scalar = ALU[op].scalar  # the table alu_eval reads; a CONST's arg is already a value of its dtype
+    try:
+        if op in _FOLD_COMPARE:
+            return bool(scalar(dt, False, *vals)) if n.src[0].dtype.scalar.is_int and _in_int64(*vals) else None
+        if op in _FOLD_LOGIC:
+            return scalar(dt, False, *vals) if (dt.is_int or dt.kind == "bool") and _in_int64(*vals) else None
+        if not dt.is_int or (op is Ops.MAX and not _in_int64(*vals)) or (op is Ops.SHR and not _in_int64(vals[0])):
+            return None
+        if op in _FOLD_SHIFTS and vals[0] < 0:
+            return None
+        v = scalar(dt, True, *vals)  # strict: signed overflow, division by zero and wide shifts raise
+        # unsigned arithmetic wraps without raising: the fold must be the exact value
+        if dt.kind == "uint" and v != scalar(_EXACT, True, *vals):
+            return None
+    except (AluUndefined, ArithmeticError, TypeError, ValueError):
+        return None
+    return v if _I64_MIN <= v <= _I64_MAX else None
+
+
 HELPERS: dict[str, Callable[..., Any]] = {
     # Python builtins that cannot escape the expression language
     "len": len, "min": min, "max": max, "abs": abs, "all": all, "any": any, "sum": bounded_sum,
@@ -225,10 +306,12 @@ HELPERS: dict[str, Callable[..., Any]] = {
     # nodes
     "const_like": const_like, "const": const, "identity_element": identity_element,
     "is_const": is_const, "is_int": is_int, "all_same": all_same,
+    "bit_length": bit_length, "log2": log2, "fold_alu": fold_alu,
 }
 
-# Names an expression may use as namespaces: `Ops.ADD`, `dtypes.float32`.
-NAMESPACES: dict[str, Any] = {"Ops": Ops, "dtypes": dtypes}
+# Names an expression may use as namespaces: `Ops.ADD`, `dtypes.float32`, `GroupOp.Movement` (the op groups of
+# rules/ops.yaml, as frozensets: `x.op in GroupOp.AlwaysContiguous`).
+NAMESPACES: dict[str, Any] = {"Ops": Ops, "dtypes": dtypes, "GroupOp": GroupOp}
 
 # Attributes an expression may read on any value (UOps, dtypes, ops, tuples).
 ATTRIBUTES: frozenset[str] = frozenset({

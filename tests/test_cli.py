@@ -65,3 +65,24 @@ def test_warnings_and_werror(tmp_path):
 def test_no_command_prints_help():
     r = run()
     assert r.returncode == 2 and "usage: rulec" in r.stderr
+
+
+def test_show_lists_disabled_and_fact_rules_by_kind(tmp_path):
+    (tmp_path / "kinds.yaml").write_text("""
+kinds:
+  rules:
+    - name: add-zero
+      match: (ADD x 0)
+      rewrite: x
+    - name: off
+      enabled: false
+      match: (MUL x 1)
+      rewrite: x
+    - name: remember
+      match: c@CONST
+      fact: c
+""")
+    r = run("show", "kinds", "kinds.yaml", "-o", "out", "--rules", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "kinds/add-zero [rewrite]" in r.stdout
+    assert "kinds/off [disabled]" in r.stdout and "kinds/remember [fact]" in r.stdout
