@@ -282,7 +282,8 @@ def build_prebuilt(out_dir: str | Path) -> BuildResult:
 
     out = Path(out_dir).resolve()
     here = os.getcwd()
-    os.chdir(rules_dir().parent)  # diagnostics and rule locations name files relative to the working folder
+    # diagnostics and rule locations name files relative to the working folder (real paths: rules/ may be a link)
+    os.chdir(Path(os.path.realpath(rules_dir())).parent)
     try:
         result = build(default_sources(), out, force=True, relocatable=True)
     finally:
