@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rulec.exprs import Expr
-from rulec.model import NOARG, Pat, Rule, TCapture, TConst, TExpr, TNode, TReplace, TSplice
+from rulec.exprs import HELPERS, Expr
+from rulec.model import NOARG, Pat, Rule, TCapture, TConst, TExpr, TIf, TNode, TReplace, TSplice
 from rulec.runtime.dtype import DType, dtypes
 from rulec.runtime.genlib import as_node
-from rulec.runtime.helpers import HELPERS, OPERATORS
+from rulec.runtime.helpers import OPERATORS
 from rulec.runtime.matcher import Matcher, RuleInfo
 from rulec.runtime.ops import OP_INFO, Ops
 from rulec.runtime.uop import UOp
@@ -74,6 +74,8 @@ class _Builder:
     def term(self, t, binds, fallback: DType) -> UOp:
         if isinstance(t, TCapture):
             return binds[t.name]
+        if isinstance(t, TIf):
+            return self.term(t.then if self.expr(t.cond, binds) else t.orelse, binds, fallback)
         if isinstance(t, TConst):
             return UOp.const(fallback, t.value)
         if isinstance(t, TExpr):
@@ -131,11 +133,14 @@ def naive_matcher(name: str, rules: list[Rule], dispatch: bool = True) -> Matche
         if rule.call is not None:
             raise ValueError("the naive matcher runs declarative rules only")
         guard = _compile(rule.when) if rule.when is not None else None
+        lets = [(b.name, _compile(b.expr)) for b in rule.lets]
         for variant in pattern_variants(rule.match, rule_can_refuse(rule)):
-            def fn(n, ctx, variant=variant, guard=guard, rule=rule):
+            def fn(n, ctx, variant=variant, guard=guard, rule=rule, lets=lets):
                 binds: dict[str, Any] = {}
                 if not match(variant, n, binds):
                     return None
+                for name, code in lets:  # once per match, in order, before the guard
+                    binds[name] = _eval(code, binds)
                 if guard is not None and not _eval(guard, binds):
                     return None
                 return builder.term(rule.rewrite, binds, n.dtype)
