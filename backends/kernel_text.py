@@ -9,12 +9,12 @@ import math
 from collections import Counter
 from typing import Any, Callable, Generator
 
-from ..runtime.alu import reduce_identity
-from ..runtime.dtype import PtrDType
-from ..runtime.interpret import range_name, short_text
-from ..runtime.ops import Ops
-from ..runtime.uop import UOp
-from ..runtime.walk import run_recursive
+from rulec.runtime.ir.alu import reduce_identity
+from rulec.runtime.ir.dtype import PtrDType
+from rulec.runtime.interpret.interpret import range_name, short_text
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
+from rulec.runtime.ir.walk import run_recursive
 
 _INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.IDIV: "/", Ops.MOD: "%",
           Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "==", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^",

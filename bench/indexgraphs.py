@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import random
 
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.ir.uop import UOp
 
 
 def index_graph(target_nodes: int, seed: int = 0) -> UOp:

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rulec  # noqa: E402
 from rulec.compiler import compile_project  # noqa: E402
 from rulec.runtime.resources import rules_dir  # noqa: E402
-from rulec.runtime.rewrite import graph_rewrite  # noqa: E402
-from rulec.runtime.trace import tracing  # noqa: E402
+from rulec.runtime.engine.rewrite import graph_rewrite  # noqa: E402
+from rulec.runtime.engine.trace import tracing  # noqa: E402
 
 from indexgraphs import index_graph  # noqa: E402
 from naive_matcher import naive_matcher  # noqa: E402

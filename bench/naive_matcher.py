@@ -12,12 +12,12 @@ from typing import Any
 
 from rulec.exprs import HELPERS, Expr
 from rulec.model import NOARG, Pat, Rule, TCapture, TConst, TExpr, TIf, TNode, TReplace, TSplice
-from rulec.runtime.dtype import DType, dtypes
-from rulec.runtime.genlib import as_node
-from rulec.runtime.helpers import OPERATORS
-from rulec.runtime.matcher import Matcher, RuleInfo
-from rulec.runtime.ops import OP_INFO, Ops
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.dtype import DType, dtypes
+from rulec.runtime.engine.genlib import as_node
+from rulec.runtime.engine.helpers import OPERATORS
+from rulec.runtime.engine.matcher import Matcher, RuleInfo
+from rulec.runtime.ir.ops import OP_INFO, Ops
+from rulec.runtime.ir.uop import UOp
 from rulec.variants import pattern_variants, rule_can_refuse
 
 _ENV = {"Ops": Ops, "dtypes": dtypes, **{f"h_{k}": v for k, v in HELPERS.items()}, **OPERATORS}

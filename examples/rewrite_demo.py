@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 
 import rulec
-from rulec.runtime.trace import tracing
-from rulec.runtime.uop import UOp
+from rulec.runtime.engine.trace import tracing
+from rulec.runtime.ir.uop import UOp
 
 
 def main() -> None:

@@ -9,8 +9,8 @@ __all__ = ["__version__", "load", "Tensor", "dtypes"]
 
 
 def load(name_or_path, **kwargs):
-    """Load a compiled rule set; see rulec.runtime.loading.load."""
-    from .runtime.loading import load as _load
+    """Load a compiled rule set; see rulec.runtime.engine.loading.load."""
+    from rulec.runtime.engine.loading import load as _load
 
     return _load(name_or_path, **kwargs)
 
@@ -23,7 +23,7 @@ def _rebuild(sources: list, out_dir: Any, force: bool) -> Any:
 
 
 def _register_rebuilder() -> None:
-    from .runtime import artifacts  # stdlib only: importing rulec stays cheap
+    from rulec.runtime.engine import artifacts  # stdlib only: importing rulec stays cheap
 
     artifacts.set_rebuilder(_rebuild)
 
@@ -31,11 +31,11 @@ def _register_rebuilder() -> None:
 def __getattr__(name: str) -> Any:
     # the tensor frontend pulls in the whole runtime; import it only when asked for
     if name == "Tensor":
-        from .runtime.tensor import Tensor
+        from rulec.runtime.tensor.tensor import Tensor
 
         return Tensor
     if name == "dtypes":
-        from .runtime.dtype import dtypes
+        from rulec.runtime.ir.dtype import dtypes
 
         return dtypes
     raise AttributeError(f"module 'rulec' has no attribute {name!r}")

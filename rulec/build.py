@@ -25,9 +25,9 @@ from .compiler import Project, compile_project, display_path
 from .diagnostics import Reporter
 from .emit_pipeline import emit_pipeline
 from .emit_python import emit_python
-from rulec.runtime.artifacts import (FORMAT, MANIFEST, RELOCATABLE_ROOT, default_build_dir, default_sources, file_sha256,
-                                     generator_sha256, ops_sha256, pipeline_artifact_name, read_manifest, sha256,
-                                     source_hashes, source_key)
+from rulec.runtime.engine.artifacts import (FORMAT, MANIFEST, RELOCATABLE_ROOT, default_build_dir, default_sources,
+                                            file_sha256, generator_sha256, ops_sha256, pipeline_artifact_name,
+                                            read_manifest, sha256, source_hashes, source_key)
 from rulec.runtime.resources import rules_dir
 
 
@@ -278,7 +278,7 @@ def build_prebuilt(out_dir: str | Path) -> BuildResult:
 
     Rule locations in the artifacts are written relative to the package (`rules/symbolic.yaml:12:3`): the
     build folder it is made in is gone once the wheel is installed."""
-    from rulec.runtime import artifacts
+    from rulec.runtime.engine import artifacts
 
     out = Path(out_dir).resolve()
     here = os.getcwd()
@@ -297,7 +297,7 @@ def build_prebuilt(out_dir: str | Path) -> BuildResult:
         artifacts.write_code_cache(path, entry["python_sha256"], code)
     for name in current.ruleset_names():
         current.ruleset(name)  # every set loads, from its bytecode
-    from rulec.runtime.ops import write_op_table_cache
+    from rulec.runtime.ir.ops import write_op_table_cache
 
     write_op_table_cache(out)
     return result

@@ -24,7 +24,7 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import Any
 
-from rulec.runtime.callback_import import CallbackImportError, is_refused, load_defined
+from rulec.runtime.engine.callback_import import CallbackImportError, is_refused, load_defined
 
 from .diagnostics import Loc, Reporter
 

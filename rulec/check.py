@@ -14,12 +14,12 @@ from pathlib import Path
 
 import keyword
 
-from rulec.runtime.helpers import HELPERS, NAMESPACES
-from rulec.runtime.ops import OP_INFO
+from rulec.runtime.engine.helpers import NAMESPACES
+from rulec.runtime.ir.ops import OP_INFO
 
 from .callback_check import CallbackScope, find_definition
 from .diagnostics import Loc, Reporter
-from .exprs import NOT_CONSTANT, Expr, bind_names, constant_value
+from .exprs import HELPERS, NOT_CONSTANT, Expr, bind_names, constant_value
 from .model import Pat, Rule, RuleFile, RuleSetDef, TCapture, TExpr, TIf, TNode, TReplace, TSplice, term_walk
 from .typecheck import check_rule_types
 from .shadowing import check_shadowing

@@ -1,16 +1,16 @@
 """The fixed part of every rule set's egglog program: the Node datatype, input relations, the bounds
 analysis, pruning and commutativity. The compiler writes it (emit_egglog.py); the runtime's egglog engine
-(runtime/egraph.py) reads programs and shares only the encoding (constructor fields, dtypes, escaping).
+(runtime/engine/egraph.py) reads programs and shares only the encoding (constructor fields, dtypes, escaping).
 """
 from __future__ import annotations
 
 import ast
 from typing import Iterable
 
-from rulec.runtime.bounds_table import BOUNDS, Case, arity_of, source_names
-from rulec.runtime.egraph import (EGG_DTYPES, ENCODING_VERSION, I64_MAX, I64_MIN, OPAQUE_COST, arity, ctor_fields,
-                                  egg_string, op_cost)
-from rulec.runtime.ops import OP_INFO, Ops
+from rulec.runtime.ir.bounds_table import BOUNDS, Case, arity_of, source_names
+from rulec.runtime.engine.egraph import (EGG_DTYPES, ENCODING_VERSION, I64_MAX, I64_MIN, OPAQUE_COST, arity,
+                                         ctor_fields, egg_string, op_cost)
+from rulec.runtime.ir.ops import OP_INFO, Ops
 
 
 # ------------------------------------------------------------------ the bounds table, as egglog
@@ -158,7 +158,7 @@ def prelude_text(ops: Iterable[Ops]) -> str:
 
 def analysis_text(ops: Iterable[Ops]) -> str:
     """The `analysis` ruleset: the dtype of every e-class, and vmin/vmax from the bounds table
-    (runtime/bounds_table.py), the table runtime/bounds.py is compiled from.
+    (runtime/ir/bounds_table.py), the table runtime/ir/bounds.py is compiled from.
 
     All arithmetic happens in the query: a primitive that overflows i64 makes the match fail,
     which leaves the dtype limits in place, as the Python analysis's clipping does.

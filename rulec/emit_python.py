@@ -10,13 +10,13 @@ import math
 import re
 from typing import Any
 
-from rulec.runtime.dtype import DType
-from rulec.runtime.helpers import OPERATORS
-from rulec.runtime.ops import OP_INFO, Ops
+from rulec.runtime.ir.dtype import DType
+from rulec.runtime.engine.helpers import OPERATORS
+from rulec.runtime.ir.ops import OP_INFO, Ops
 
 from . import __version__
 from .diagnostics import printable
-from .exprs import HELPER_PREFIX, Expr
+from .exprs import HELPER_TABLES, HELPER_PREFIX, Expr
 from .model import NOARG, FactSpec, Pat, Rule, TCapture, TConst, TExpr, TIf, TNode, TReplace, TSplice
 from .typecheck import rule_plan
 from .variants import pattern_variants, rule_can_refuse
@@ -96,22 +96,25 @@ class PythonEmitter:
             f"rule set {py_str(self.name)}.",
             "# Do not edit: change the rule files and run `rulec build`.",
             py_str(self.doc or self.name),  # the docstring
-            "from rulec.runtime.dtype import dtypes",
-            "from rulec.runtime.genlib import ExprLimitError, as_node, check_result",
-            "from rulec.runtime.genlib import as_dtype, check_kept_dtype, const_arg",
-            "from rulec.runtime.helpers import OPERATORS as _OPERATORS, bounded_value",
+            "from rulec.runtime.ir.dtype import dtypes",
+            "from rulec.runtime.engine.genlib import ExprLimitError, as_node, check_result",
+            "from rulec.runtime.engine.genlib import as_dtype, check_kept_dtype, const_arg",
+            "from rulec.runtime.engine.helpers import OPERATORS as _OPERATORS, bounded_value",
             *(f"{op} = _OPERATORS[{py_str(op)}]" for op in sorted(OPERATORS)),
-            "from rulec.runtime.matcher import Matcher, RuleInfo",
-            "from rulec.runtime.ops import GroupOp, Ops",
-            "from rulec.runtime.uop import UOp",
+            "from rulec.runtime.engine.matcher import Matcher, RuleInfo",
+            "from rulec.runtime.ir.ops import GroupOp, Ops",
+            "from rulec.runtime.ir.uop import UOp",
         ]
         if self.helpers:
-            head.append("from rulec.runtime.helpers import HELPERS as _HELPERS")
-            head += [f"{HELPER_PREFIX}{h} = _HELPERS[{py_str(h)}]" for h in sorted(self.helpers)]
+            for i, (module, table_name, table) in enumerate(HELPER_TABLES):
+                used = sorted(h for h in self.helpers if h in table)
+                if used:
+                    head.append(f"from {module} import {table_name} as _HELPERS{i}")
+                    head += [f"{HELPER_PREFIX}{h} = _HELPERS{i}[{py_str(h)}]" for h in used]
         if self.callbacks:
-            head.append("from rulec.runtime.genlib import callback as _callback")
+            head.append("from rulec.runtime.engine.genlib import callback as _callback")
         if any(params is not None for _, _, params in self.callbacks):
-            head.append("from rulec.runtime.genlib import callback_result_error")
+            head.append("from rulec.runtime.engine.genlib import callback_result_error")
         for (mod, fn, params), local in self.callbacks.items():
             declared = "" if params is None else f", ({''.join(py_str(p) + ', ' for p in params)})"
             head.append(f"{local} = _callback({py_str(mod)}, {py_str(fn)}{declared})")

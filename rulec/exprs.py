@@ -18,13 +18,20 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rulec.runtime.dtype import DTYPE_BY_NAME
-from rulec.runtime.genlib import ExprLimitError
-from rulec.runtime.helpers import (ATTRIBUTES, HELPERS, NAMESPACES, OPERATORS, SEQ_LIMIT, bounded_lshift, bounded_mul,
-                                   bounded_pow, bounded_range)
-from rulec.runtime.ops import GROUPS, Ops
+from rulec.runtime.ir.dtype import DTYPE_BY_NAME
+from rulec.runtime.engine.genlib import ExprLimitError
+from rulec.runtime.engine.helpers import (ATTRIBUTES, HELPERS as GENERIC_HELPERS, NAMESPACES, OPERATORS, SEQ_LIMIT,
+                                          bounded_lshift, bounded_mul, bounded_pow, bounded_range)
+from rulec.runtime.ir.ops import GROUPS, Ops
+from rulec.runtime.schedule.helpers import SCHEDULE_HELPERS
 
 from .diagnostics import Loc
+
+# The helpers a rule expression may call: the engine's generic ones and the scheduler's. The runtime keeps
+# them in two tables (the engine knows nothing of the scheduler); generated code imports each from its own.
+HELPER_TABLES = (("rulec.runtime.engine.helpers", "HELPERS", GENERIC_HELPERS),
+                 ("rulec.runtime.schedule.helpers", "SCHEDULE_HELPERS", SCHEDULE_HELPERS))
+HELPERS = {name: fn for _, _, table in HELPER_TABLES for name, fn in table.items()}
 
 CAPTURE_PREFIX = "v_"
 HELPER_PREFIX = "h_"
@@ -170,7 +177,7 @@ def parse_expr(text: str, loc: Loc, locate: Locate | None = None) -> Expr:
 
 
 # ------------------------------------------------------------------ limits
-# The operators that can build a huge value from small operands run bounded (runtime/helpers.py):
+# The operators that can build a huge value from small operands run bounded (runtime/engine/helpers.py):
 # `**`, `<<`, `*` and `%` (formatting a string) compile to these calls. Where their operands are
 # constants the same functions run here, at check time, so `9**9**9` is an error in the rule file
 # rather than a hang at build.

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rulec.runtime.dtype import DType
+from rulec.runtime.ir.dtype import DType
 
 from .callback_check import CallbackScope
 from .diagnostics import Loc

@@ -1,6 +1,6 @@
 """rules/ops.yaml, the op table, checked like a rule file (`rulec check rules/ops.yaml`).
 
-runtime/ops.py builds the `Ops` enum from this file when rulec is imported; a mistake
+runtime/ir/ops.py builds the `Ops` enum from this file when rulec is imported; a mistake
 here would otherwise surface as a traceback at import time or as a silently wrong
 table. Every problem is a `file:line:col` diagnostic.
 """

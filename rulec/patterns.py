@@ -16,9 +16,9 @@ import keyword
 import re
 from typing import Callable
 
-from rulec.runtime.dtype import DTYPE_BY_NAME, DType
-from rulec.runtime.helpers import NAMESPACES
-from rulec.runtime.ops import GROUPS, Ops
+from rulec.runtime.ir.dtype import DTYPE_BY_NAME, DType
+from rulec.runtime.engine.helpers import NAMESPACES
+from rulec.runtime.ir.ops import GROUPS, Ops
 
 from .diagnostics import Loc
 from .exprs import Expr, ExprError, parse_expr

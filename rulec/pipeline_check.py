@@ -14,7 +14,7 @@
         call: package.module:function  # function(sink) or, with a context, function(sink, ctx)
 
 `read_pipeline` reports every problem as a `file:line:col` diagnostic and returns the
-checked structure that `rulec.runtime.schedule` runs. Checking imports nothing.
+checked structure that `rulec.runtime.schedule.pipeline` runs. Checking imports nothing.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rulec.runtime.schedule import PLAIN_CONTEXTS  # an empty container: data, not code
+from rulec.runtime.schedule.pipeline import PLAIN_CONTEXTS  # an empty container: data, not code
 
 from .callback_check import CallbackScope, find_definition
 from .diagnostics import Loc, Reporter

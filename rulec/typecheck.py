@@ -1,6 +1,6 @@
 """Static types of rules: which dtypes the nodes of a pattern can have, and what a result builds.
 
-The checker leans on the IR's typing contract for ALU ops (runtime/uop.py builds nodes this way):
+The checker leans on the IR's typing contract for ALU ops (runtime/ir/uop.py builds nodes this way):
 a comparison is a bool and compares two sources of one dtype; WHERE takes a bool condition and its
 other two sources have the result's dtype; a shift has the dtype of its first source; every other
 ALU op has the dtype of all its sources. With captures (one name, one node), `:dtype` constraints and
@@ -23,9 +23,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from rulec.runtime.dtype import ALL_DTYPES, DTYPE_BY_NAME, DType
-from rulec.runtime.genlib import const_fits
-from rulec.runtime.ops import GROUPS, OP_INFO, Ops
+from rulec.runtime.ir.dtype import ALL_DTYPES, DTYPE_BY_NAME, DType
+from rulec.runtime.engine.genlib import const_fits
+from rulec.runtime.ir.ops import GROUPS, OP_INFO, Ops
 
 from .diagnostics import Loc, Reporter
 from .exprs import Expr

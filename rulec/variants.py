@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
-from rulec.runtime.ops import GROUPS
+from rulec.runtime.ir.ops import GROUPS
 
 from .model import Pat, Rule
 

@@ -26,9 +26,9 @@ import weakref
 
 import numpy as np
 
-from .dtype import DType, dtypes
-from .ops import Ops
-from .uop import UOp
+from rulec.runtime.ir.dtype import DType, dtypes
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
 
 _unique_ids = itertools.count()
 _store: weakref.WeakKeyDictionary[UOp, np.ndarray] = weakref.WeakKeyDictionary()

@@ -56,9 +56,9 @@ def rules(tmp_path, monkeypatch) -> RuleWriter:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    # create_schedule runs the kernel-AST checker (runtime/kernel_check.py) on every kernel it makes and
+    # create_schedule runs the kernel-AST checker (runtime/schedule/kernel_check.py) on every kernel it makes and
     # raises on an unsafe one; say how many this run checked (per process under xdist: none shown there)
-    from rulec.runtime import kernel_check
+    from rulec.runtime.schedule import kernel_check
 
     if kernel_check.checked:
         terminalreporter.write_line(f"kernel-AST check: {kernel_check.checked} scheduled kernels checked "

@@ -1,7 +1,7 @@
 """Callbacks used by tests/test_engine.py."""
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.rewrite import RewriteNotReady
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.engine.rewrite import RewriteNotReady
+from rulec.runtime.ir.uop import UOp
 
 SEEN: list = []
 

@@ -1,7 +1,7 @@
 """Callbacks used by tests/test_dsl.py and tests/test_checks.py."""
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.ops import Ops
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
 
 CALLS: list = []
 

@@ -32,10 +32,10 @@ from typing import Mapping
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from rulec.runtime.bounds import c_div, c_mod
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.ops import GroupOp, Ops
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.bounds import c_div, c_mod
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.ir.uop import UOp
 
 __all__ = [
     "VARIABLES", "RANGES", "CONSTANTS", "Undefined", "DivisionByZero", "Overflow",

@@ -1,4 +1,4 @@
-"""The ALU semantics table (runtime/alu.py): its meaning on scalars, worked out by hand, and the two numpy
+"""The ALU semantics table (runtime/ir/alu.py): its meaning on scalars, worked out by hand, and the two numpy
 oracles (the kernel interpreter and the tensor-level evaluator) agreeing with it op by op, dtype by dtype."""
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from rulec.runtime import buffers
-from rulec.runtime.alu import ALU, AluUndefined, alu_eval, as_dtype, reduce_identity, round_float
-from rulec.runtime.alu_numpy import ARRAY
-from rulec.runtime.dtype import DType, dtypes
-from rulec.runtime.interpret import InterpretError, np_dtype, run_kernel
-from rulec.runtime.lazy_eval import evaluate
-from rulec.runtime.ops import GroupOp, Ops
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.alu import ALU, AluUndefined, alu_eval, as_dtype, reduce_identity, round_float
+from rulec.runtime.interpret.alu_numpy import ARRAY
+from rulec.runtime.ir.dtype import DType, dtypes
+from rulec.runtime.interpret.interpret import InterpretError, np_dtype, run_kernel
+from rulec.runtime.interpret.lazy_eval import evaluate
+from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.ir.uop import UOp
 
 i8, i32, i64, u8, u32 = dtypes.int8, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint32
 f16, bf16, f32, f64 = dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64
@@ -34,7 +34,7 @@ def test_the_table_covers_the_alu_group_and_the_array_table_matches_it():
 
 def test_importing_the_table_does_not_import_numpy():
     # constant folding evaluates ops at rewrite time: it must not pay for numpy
-    code = "import sys, rulec.runtime.alu; assert 'numpy' not in sys.modules, 'numpy imported'"
+    code = "import sys, rulec.runtime.ir.alu; assert 'numpy' not in sys.modules, 'numpy imported'"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
 
@@ -304,7 +304,7 @@ def check_against_table(op: Ops, dt: DType, out: np.ndarray, grid: list[tuple], 
         want = alu_eval(op, out_dt, *row)
         if not agrees(op, dt, got, want):
             bad.append(f"{op.name}{row} = {got!r}, the table says {want!r}")
-    assert not bad, f"{who} disagrees with runtime/alu.py on {len(bad)} of {len(grid)} {dt.name} cases:\n" + \
+    assert not bad, f"{who} disagrees with runtime/ir/alu.py on {len(bad)} of {len(grid)} {dt.name} cases:\n" + \
         "\n".join(bad[:10])
 
 

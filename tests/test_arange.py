@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rulec import Tensor, dtypes
-from rulec.runtime import realize as realize_mod
-from rulec.runtime.ops import Ops
+from rulec.runtime.tensor import realize as realize_mod
+from rulec.runtime.ir.ops import Ops
 
 
 @pytest.fixture

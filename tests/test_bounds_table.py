@@ -1,4 +1,4 @@
-"""The bounds table (runtime/bounds_table.py) is the one source of vmin/vmax: the Python analysis is compiled
+"""The bounds table (runtime/ir/bounds_table.py) is the one source of vmin/vmax: the Python analysis is compiled
 from it, the egglog analysis is rendered from it, and the bounds it gives are sound.
 
 Random expressions over narrow, wide, signed and unsigned dtypes (constants at the limits, casts, NEG,
@@ -21,14 +21,14 @@ from hypothesis import strategies as st
 
 from budget import SEARCH, examples
 from rulec.egglog_prelude import analysis_text, bounds_case, prelude_text
-from rulec.runtime import bounds as B
-from rulec.runtime.alu import alu_eval
-from rulec.runtime.bounds_table import BOUNDS, Case, arity_of, source_names
-from rulec.runtime.dtype import DType, dtypes
-from rulec.runtime.egglog_bindings import bindings
-from rulec.runtime.egraph import CORE_OPS, ctor_fields, egg_string
-from rulec.runtime.ops import Ops
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir import bounds as B
+from rulec.runtime.ir.alu import alu_eval
+from rulec.runtime.ir.bounds_table import BOUNDS, Case, arity_of, source_names
+from rulec.runtime.ir.dtype import DType, dtypes
+from rulec.runtime.engine.egglog_bindings import bindings
+from rulec.runtime.engine.egraph import CORE_OPS, ctor_fields, egg_string
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
 
 BINARY = [Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR]
 COMPARE = [Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ]
@@ -50,7 +50,7 @@ def wrap(v: int, dt: DType) -> int:
 
 
 def step(u: UOp, args: list[int], env: dict[str, int]) -> int:
-    """The value of one node from its sources' values, as runtime/alu.py specifies integer ops: C's
+    """The value of one node from its sources' values, as runtime/ir/alu.py specifies integer ops: C's
     semantics in the node's dtype, wrapping on overflow, division (and modulo) by zero giving 0."""
     if u.op is Ops.CONST:
         return int(u.arg)
@@ -298,7 +298,7 @@ def test_the_sample_makes_every_case_decide_a_bound_that_is_reached():
 
 @pytest.mark.parametrize("dt", [dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.index], ids=str)
 def test_the_least_value_divided_by_minus_one(dt):
-    # dt.min / -1 overflows and wraps to dt.min (runtime/alu.py), so the quotient's bounds must hold dt.min;
+    # dt.min / -1 overflows and wraps to dt.min (runtime/ir/alu.py), so the quotient's bounds must hold dt.min;
     # the corners give [dt.max - 2, dt.max + 1], which the dtype cannot hold (the IDIV cases are not clipped)
     x = UOp.variable("x", dt.min, dt.min + 3, dt)
     u = x.alu(Ops.IDIV, UOp.const(dt, -1))
@@ -309,7 +309,7 @@ def test_the_least_value_divided_by_minus_one(dt):
 
 
 def test_negating_a_bool_is_not():
-    """runtime/alu.py: NEG of a bool is NOT, so -False is True; the table's NEG case is for ints only."""
+    """runtime/ir/alu.py: NEG of a bool is NOT, so -False is True; the table's NEG case is for ints only."""
     u = -UOp.const(dtypes.bool, False)
     want = int(alu_eval(Ops.NEG, dtypes.bool, False))
     assert u.vmin <= want <= u.vmax

@@ -9,7 +9,7 @@ import rulec
 from rulec import build as build_mod
 from rulec.build import build, read_manifest
 from rulec.loader import RuleSetNotFound, StaleBuildError, load
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.uop import UOp
 
 BASE = """
 base:
@@ -134,7 +134,7 @@ def test_callbacks_beside_the_rule_file_load_in_a_fresh_process(tmp_path):
     (tmp_path / "r.yaml").write_text("cbset:\n  rules:\n    - name: neg-var\n      match: x@DEFINE_VAR\n"
                                      "      call: local_cb:neg\n")
     build([tmp_path / "r.yaml"], tmp_path / "out")
-    code = ("from rulec.loader import load\nfrom rulec.runtime.uop import UOp\n"
+    code = ("from rulec.loader import load\nfrom rulec.runtime.ir.uop import UOp\n"
             f"rs = load({str(tmp_path / 'r.yaml')!r}, build_dir={str(tmp_path / 'out')!r})\n"
             "x = UOp.variable('x', 0, 3)\nassert rs.matcher.dispatch[x.op][0][1](x, None) is -x\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")

@@ -17,7 +17,7 @@ from rulec import build as build_mod
 from rulec.build import BuildFolderError, build, read_manifest
 from rulec.loader import StaleBuildError, load
 from rulec.ruleset import EngineError
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.uop import UOp
 
 x = UOp.variable("x", 0, 10)
 SETS = [f"k{i}" for i in range(6)]
@@ -82,7 +82,7 @@ def test_build_killed_before_its_manifest_never_leaves_stale_code(project, monke
 LOAD_ALL = """
 import json, sys
 from rulec.loader import load
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.uop import UOp
 x = UOp.variable("x", 0, 10)
 print(json.dumps({n: load(sys.argv[1], name=n, build_dir=sys.argv[2]).rewrite(x * 0).arg for n in sys.argv[3:]}))
 """
@@ -353,7 +353,7 @@ def test_an_intact_artifact_that_fails_to_load_is_regenerated(project):
     the manifest, so only importing it tells. Loading regenerates it instead of raising that error."""
     src, out = project
     py = out / "k1.py"
-    stale = "from rulec.runtime.helpers import HELPERS as _H\n_gone = _H['no_such_helper']\n"
+    stale = "from rulec.runtime.engine.helpers import HELPERS as _H\n_gone = _H['no_such_helper']\n"
     py.write_text(stale)
     manifest = json.loads((out / build_mod.MANIFEST).read_text())
     manifest["rulesets"]["k1"]["python_sha256"] = build_mod.sha256(stale)
@@ -390,10 +390,10 @@ def test_bytecode_cache_is_bound_to_the_verified_source(project, writes_bytecode
     from the verified .py, never from the cache."""
     import marshal
 
-    from rulec.runtime import artifacts
+    from rulec.runtime.engine import artifacts
 
     src, out = project
-    from rulec.runtime import artifacts as arts
+    from rulec.runtime.engine import artifacts as arts
 
     arts._modules.clear()
     assert loaded_value(src, out, "k1") == 1
@@ -407,7 +407,7 @@ def test_bytecode_cache_is_bound_to_the_verified_source(project, writes_bytecode
 
 
 def test_sets_whose_names_share_a_prefix_keep_their_own_bytecode(tmp_path, writes_bytecode):
-    from rulec.runtime import artifacts
+    from rulec.runtime.engine import artifacts
 
     src = tmp_path / "src"
     write_sources(src, {"foo": 1, "foo-zed": 2})
@@ -425,7 +425,7 @@ def test_sets_whose_names_share_a_prefix_keep_their_own_bytecode(tmp_path, write
 
 
 def test_an_edit_to_any_compiler_module_or_to_ops_yaml_makes_a_build_stale(monkeypatch, project):
-    from rulec.runtime import artifacts
+    from rulec.runtime.engine import artifacts
 
     src, out = project
     assert artifacts._current(out, [src])[0] is not None
@@ -444,7 +444,7 @@ def test_an_edit_to_any_compiler_module_or_to_ops_yaml_makes_a_build_stale(monke
 
 
 def test_no_bytecode_is_written_when_python_is_asked_not_to(project, monkeypatch):
-    from rulec.runtime import artifacts
+    from rulec.runtime.engine import artifacts
 
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     src, out = project

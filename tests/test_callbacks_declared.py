@@ -9,11 +9,11 @@ import textwrap
 import pytest
 
 from rulec.build import build
-from rulec.runtime.callback_import import CallbackImportError, load_defined
+from rulec.runtime.engine.callback_import import CallbackImportError, load_defined
 from rulec.compiler import compile_project
 from rulec.diagnostics import CompileError
-from rulec.runtime.genlib import callback
-from rulec.runtime.uop import UOp
+from rulec.runtime.engine.genlib import callback
+from rulec.runtime.ir.uop import UOp
 
 from test_checks import assert_diag, only
 

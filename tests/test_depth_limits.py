@@ -24,14 +24,14 @@ from rulec.compiler import compile_project
 from rulec.diagnostics import Loc, Reporter
 from rulec.model import Rule, RuleSetDef
 from rulec.patterns import PatternParser
-from rulec.runtime.dtype import dtypes
+from rulec.runtime.ir.dtype import dtypes
 from rulec.backends.kernel_text import kernel_text
-from rulec.runtime.interpret import run_kernel
-from rulec.runtime.lazy_eval import evaluate
-from rulec.runtime.ops import Ops
-from rulec.runtime.rewrite import RewriteError, graph_rewrite
-from rulec.runtime.schedule_helpers import affine_in
-from rulec.runtime.uop import UOp
+from rulec.runtime.interpret.interpret import run_kernel
+from rulec.runtime.interpret.lazy_eval import evaluate
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.engine.rewrite import RewriteError, graph_rewrite
+from rulec.runtime.schedule.helpers import affine_in
+from rulec.runtime.ir.uop import UOp
 from rulec.sexpr import MAX_NESTING, read_sexpr
 from rulec.variants import pattern_variants
 
@@ -180,7 +180,7 @@ def test_growth_at_the_root_names_the_rule(rules):
 
 
 def test_never_ready_names_the_rule(rules):
-    (rules.root / "waiting.py").write_text("from rulec.runtime.rewrite import RewriteNotReady\n\n\n"
+    (rules.root / "waiting.py").write_text("from rulec.runtime.engine.rewrite import RewriteNotReady\n\n\n"
                                            "def never(ctx):\n    raise RewriteNotReady\n")
     rs = rules.load("""
         stuck:

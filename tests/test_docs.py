@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from rulec.loader import load
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.ops import Ops
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 BLOCK = re.compile(r"```yaml\n(.*?)```\s*```python\n(.*?)```", re.S)
@@ -44,8 +44,8 @@ def test_doc_example(name, yaml_text, py_text, tmp_path, monkeypatch):
 
 def test_helper_list_matches_the_registries():
     """docs/rules.md names every helper a rule expression may call, and no other."""
-    from rulec.runtime.helpers import HELPERS
-    from rulec.runtime.schedule_helpers import SCHEDULE_HELPERS
+    from rulec.runtime.engine.helpers import HELPERS
+    from rulec.runtime.schedule.helpers import SCHEDULE_HELPERS
 
     text = (DOCS / "rules.md").read_text()
     start = text.index("* calls of the registered helpers only")

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 import dsl_callbacks
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.ops import Ops
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
 
 x = UOp.variable("x", 0, 10)
 y = UOp.variable("y", 0, 10)

@@ -12,12 +12,12 @@ import pytest
 from rulec.build import build
 from rulec.compiler import compile_project
 from rulec.diagnostics import CompileError
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.helpers import bit_length, fold_alu, log2
-from rulec.runtime.matcher import RuleError
-from rulec.runtime.ops import Ops
-from rulec.runtime.rewrite import graph_rewrite
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.engine.helpers import bit_length, fold_alu, log2
+from rulec.runtime.engine.matcher import RuleError
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.engine.rewrite import graph_rewrite
+from rulec.runtime.ir.uop import UOp
 
 x = UOp.variable("x", 0, 10)
 y = UOp.variable("y", 0, 10)
@@ -377,7 +377,7 @@ def test_fact_diagnostics(rules, lines, line, col, message):
 
 
 OLD_REALIZE_PY = '''
-from rulec.runtime.ops import GroupOp
+from rulec.runtime.ir.ops import GroupOp
 
 
 def realize_sink_sources(ctx, s):
@@ -437,7 +437,7 @@ def test_realize_marks_are_facts_that_record_what_the_callbacks_did(rules):
 # ------------------------------------------------------------------ typed callback declarations
 
 CALLBACKS_PY = '''
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.uop import UOp
 
 
 def negate(ctx, x):
@@ -519,13 +519,13 @@ def test_typed_declaration_diagnostics(rules, decls, lines, where, message):
 
 def test_the_loaded_matcher_checks_the_declaration_again():
     """A callback module edited after the build: loading compares the function with the declared parameters."""
-    from rulec.runtime.callback_import import CallbackImportError
-    from rulec.runtime.genlib import callback
+    from rulec.runtime.engine.callback_import import CallbackImportError
+    from rulec.runtime.engine.genlib import callback
 
-    assert callback("rulec.runtime.callbacks.realize", "realize_marked_sources", ("ctx", "x")).__name__ == \
+    assert callback("rulec.runtime.schedule.callbacks.realize", "realize_marked_sources", ("ctx", "x")).__name__ == \
         "realize_marked_sources"
     with pytest.raises(CallbackImportError, match=r"declared with parameters \(x\) but takes \(ctx, x\)"):
-        callback("rulec.runtime.callbacks.realize", "realize_marked_sources", ("x",))
+        callback("rulec.runtime.schedule.callbacks.realize", "realize_marked_sources", ("x",))
 
 
 def test_the_shipped_realize_rules_declare_their_callback():

@@ -16,13 +16,13 @@ import rulec
 from exprgen import RANGES, VARIABLES, Undefined, check_same_value, evaluate, int_exprs, leaves, node_count
 from rulec.emit_egglog import validate
 from rulec.ruleset import EngineError
-from rulec.runtime.matcher import RuleError
+from rulec.runtime.engine.matcher import RuleError
 from rulec import egglog_prelude
-from rulec.runtime import egraph as E
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.ops import Ops
-from rulec.runtime.trace import tracing
-from rulec.runtime.uop import UOp
+from rulec.runtime.engine import egraph as E
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.engine.trace import tracing
+from rulec.runtime.ir.uop import UOp
 
 x = UOp.variable("x", 0, 10)
 y = UOp.variable("y", 0, 10)
@@ -676,7 +676,7 @@ def test_the_engine_loads_egglogs_bindings_alone():
     import sys
 
     code = ("import sys\n"
-            "from rulec.runtime.egglog_bindings import bindings\n"
+            "from rulec.runtime.engine.egglog_bindings import bindings\n"
             "eg = bindings().EGraph()\n"
             "eg.run_program(*eg.parse_program('(datatype E (N i64))'))\n"
             "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'black', 'graphviz', 'cloudpickle', 'anywidget'})\n"
@@ -711,7 +711,7 @@ def test_a_set_with_no_rule_egglog_can_run_gets_no_program(rules, tmp_path):
                                           r"on the egglog engine \(number-vars: callback\)"):
         egg(rs, x + 0)
     # the shipped rules: 11 of 20 sets compile no egglog rule, and have no program
-    from rulec.runtime import artifacts
+    from rulec.runtime.engine import artifacts
 
     build = artifacts.shipped_build()
     without = {n for n, e in build.manifest["rulesets"].items() if e["egglog"] is None}

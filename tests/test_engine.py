@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.rewrite import RewriteError, graph_rewrite, graph_rewrite_map, substitute
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.engine.rewrite import RewriteError, graph_rewrite, graph_rewrite_map
+from rulec.runtime.ir.uop import substitute
+from rulec.runtime.ir.uop import UOp
 
 x = UOp.variable("x", 0, 10)
 y = UOp.variable("y", 0, 10)

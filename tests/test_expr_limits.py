@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from budget import examples
 
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.genlib import RESULT_MAX, RESULT_MIN, ExprLimitError, check_result
-from rulec.runtime.helpers import (INT_BITS, SEQ_LIMIT, bounded_lshift, bounded_mul, bounded_pow, bounded_range,
-                                   bounded_sum)
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.engine.genlib import RESULT_MAX, RESULT_MIN, ExprLimitError, check_result
+from rulec.runtime.engine.helpers import (INT_BITS, SEQ_LIMIT, bounded_lshift, bounded_mul, bounded_pow, bounded_range,
+                                          bounded_sum)
+from rulec.runtime.ir.uop import UOp
 
 x = UOp.variable("x", 0, 10)
 

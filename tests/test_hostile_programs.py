@@ -3,7 +3,7 @@
 Each test is a program a red-team probe found wrong (or a kernel the static bounds check must judge),
 reduced to its core:
 
-* the static bounds check (runtime/kernel_bounds.py, run by check_kernel on every scheduled kernel):
+* the static bounds check (runtime/schedule/kernel_bounds.py, run by check_kernel on every scheduled kernel):
   every LOAD/STORE index, under its validity gate, lies inside its buffer;
 * assign ordering: a kernel that reads a buffer's old contents runs before any assign to that buffer,
   whatever order the graph lists them in; assigns that swap buffers copy their values first; a kernel
@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 from budget import SEARCH, examples
 
 from rulec import Tensor
-from rulec.runtime import kernel_bounds
-from rulec.runtime.callbacks.assign import AssignCycleError
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.kernel_check import UnsafeKernelError, check_kernel
-from rulec.runtime.ops import Ops
-from rulec.runtime.uop import UOp
+from rulec.runtime.schedule import kernel_bounds
+from rulec.runtime.schedule.callbacks.assign import AssignCycleError
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.schedule.kernel_check import UnsafeKernelError, check_kernel
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
 
 # ----------------------------------------------------------------------------- hand-built kernels
 

@@ -24,13 +24,13 @@ from rulec.cli import main
 from rulec.compiler import compile_project
 from rulec.diagnostics import CompileError
 from rulec.reading import MAX_SOURCE_BYTES
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.genlib import ExprLimitError
-from rulec.runtime.helpers import bounded_mul
-from rulec.runtime.ops import Ops
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.engine.genlib import ExprLimitError
+from rulec.runtime.engine.helpers import bounded_mul
+from rulec.runtime.ir.ops import Ops
 from rulec.runtime.resources import rules_dir
-from rulec.runtime.rewrite import RewriteError, graph_rewrite
-from rulec.runtime.uop import UOp
+from rulec.runtime.engine.rewrite import RewriteError, graph_rewrite
+from rulec.runtime.ir.uop import UOp
 
 x = UOp.variable("x", 0, 10)
 

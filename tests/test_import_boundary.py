@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import rulec
-from rulec.runtime import artifacts
+from rulec.runtime.engine import artifacts
 
-RUNTIME = Path(artifacts.__file__).parent
+RUNTIME = Path(artifacts.__file__).parent.parent
 
 PROGRAM = """
 import json, sys
@@ -63,7 +63,7 @@ def test_no_runtime_module_imports_the_compiler():
            if m.startswith("rulec.") and not m.startswith(("rulec.runtime", "rulec.backends", "rulec.rules"))]
     assert bad == []
     yaml_users = {f for f, m, _ in imports if m.split(".")[0] == "yaml"}
-    assert yaml_users == {"ops.py"}  # only to refresh its JSON cache of the op table when ops.yaml changed
+    assert yaml_users == {"ir/ops.py"}  # only to refresh its JSON cache of the op table when ops.yaml changed
 
 
 def _run(env: dict[str, str]) -> dict:
@@ -109,3 +109,68 @@ def test_a_stale_build_without_a_compiler_is_a_clear_error(tmp_path, monkeypatch
     monkeypatch.setattr(artifacts, "_rebuilder", None)
     with pytest.raises(artifacts.StaleBuildError, match="no compiler is available"):
         rulec.load(src, build_dir=tmp_path / "out")
+
+
+# ------------------------------------------------------------------ layers inside the runtime
+
+# Each subpackage may import only from the layers below it: the IR knows nothing of engines, the engines
+# nothing of the scheduler, the scheduler nothing of the Tensor frontend. `resources` (where files live)
+# and `buffers` (device memory) sit just above the standard library and the IR respectively.
+LAYERS = {"resources": 0, "ir": 1, "buffers": 2, "engine": 3, "interpret": 3, "schedule": 4, "tensor": 5}
+
+
+def _layer(module: str) -> str:
+    part = module.removeprefix("rulec.runtime.").split(".")[0]
+    return part if part in LAYERS else "top"
+
+
+def runtime_import_graph() -> dict[str, set[str]]:
+    """module -> the runtime modules it imports (at any depth of the file; `if TYPE_CHECKING:` aside)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(RUNTIME.rglob("*.py")):
+        rel = path.relative_to(RUNTIME).with_suffix("")
+        module = ".".join(("rulec", "runtime", *rel.parts)).removesuffix(".__init__")
+        tree = ast.parse(path.read_text(), str(path))
+        typing_only = {id(n) for node in ast.walk(tree)
+                       if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+        deps: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("rulec.runtime"):
+                deps |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name.startswith("rulec.runtime")}
+            elif isinstance(node, ast.ImportFrom) and node.level > 0:
+                raise AssertionError(f"{path}: relative import; the runtime spells its imports in full")
+        graph[module] = deps
+    # `from rulec.runtime import buffers` names the root package too, whose __init__ holds only a docstring
+    return {m: {d for d in ds if d in graph and d not in (m, "rulec.runtime")} for m, ds in graph.items()}
+
+
+def test_runtime_layers_import_only_downward():
+    graph = runtime_import_graph()
+    up = [f"{m} -> {d}" for m, ds in graph.items() for d in ds
+          if _layer(m) != "top" and (_layer(d) == "top" or LAYERS[_layer(d)] > LAYERS[_layer(m)]
+                                     or (_layer(d) != _layer(m) and LAYERS[_layer(d)] == LAYERS[_layer(m)]))]
+    assert up == []
+
+
+def test_runtime_has_no_import_cycles():
+    graph = runtime_import_graph()
+    state: dict[str, int] = {}
+    cycles: list[str] = []
+
+    def visit(m: str, path: list[str]) -> None:  # graphs here are tens of modules: recursion is fine
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                cycles.append(" -> ".join(path[path.index(d):] + [d]))
+            elif d not in state:
+                visit(d, path + [d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert cycles == []

@@ -1,15 +1,15 @@
-"""The numpy reference interpreter of kernel ASTs (runtime/interpret.py), checked against numpy."""
+"""The numpy reference interpreter of kernel ASTs (runtime/interpret/interpret.py), checked against numpy."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from rulec.backends.kernel_text import kernel_text
-from rulec.runtime import interpret
-from rulec.runtime.dtype import DType, dtypes
-from rulec.runtime.interpret import InterpretError, OutOfBoundsError, run_kernel
-from rulec.runtime.ops import Ops
-from rulec.runtime.uop import UOp
+from rulec.runtime.interpret import interpret
+from rulec.runtime.ir.dtype import DType, dtypes
+from rulec.runtime.interpret.interpret import InterpretError, OutOfBoundsError, run_kernel
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
 
 f32 = dtypes.float32
 

@@ -11,12 +11,12 @@ import math
 
 import pytest
 
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.ops import Ops
-from rulec.runtime.rewrite import substitute
-from rulec.runtime.schedule_helpers import (_flatten_indices, _folded, _merge_split_indices, reshape_indices,
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import substitute
+from rulec.runtime.schedule.helpers import (_flatten_indices, _folded, _merge_split_indices, reshape_indices,
                                             substitute_all)
-from rulec.runtime.uop import UOp, op_mask
+from rulec.runtime.ir.uop import UOp, op_mask
 
 
 def _shapes(total: int, max_dims: int = 3) -> list[tuple[int, ...]]:

@@ -9,9 +9,9 @@ import pytest
 
 from rulec import Tensor
 from rulec.diagnostics import CompileError
-from rulec.runtime import realize
-from rulec.runtime.schedule import default_pipeline_path, load_pipeline, parse_pipeline
-from rulec.runtime.trace import tracing
+from rulec.runtime.tensor import realize
+from rulec.runtime.schedule.pipeline import default_pipeline_path, load_pipeline, parse_pipeline
+from rulec.runtime.engine.trace import tracing
 
 
 def softmax_program():
@@ -124,7 +124,8 @@ def test_an_edit_to_rulecs_own_pipeline_is_seen_in_the_same_process(tmp_path, mo
     rebuilds and takes effect at once, as the next schedule shows."""
     import shutil
 
-    from rulec.runtime import artifacts, schedule
+    from rulec.runtime.engine import artifacts
+    from rulec.runtime.schedule import pipeline as schedule
 
     rules = tmp_path / "rules"
     shutil.copytree(artifacts.default_sources()[0], rules, ignore=shutil.ignore_patterns("__pycache__"))

@@ -11,9 +11,9 @@ import pytest
 from rulec import Tensor
 from rulec.compiler import compile_project
 from rulec.diagnostics import CompileError
-from rulec.runtime import realize
+from rulec.runtime.tensor import realize
 from rulec.runtime.resources import rules_dir
-from rulec.runtime.schedule import default_pipeline_path, parse_pipeline
+from rulec.runtime.schedule.pipeline import default_pipeline_path, parse_pipeline
 
 from test_checks import assert_diag, only
 
@@ -98,35 +98,35 @@ PIPELINE_CASES = {
                 "split kernels", "stage 'split kernels' has neither `rules` and `call`: give exactly one"),
     "duplicate stage": ("  - name: symbolic after cleanups\n", "  - name: symbolic\n", "symbolic",
                         f"stage name 'symbolic' is already used at pipeline.yaml:{_line('  - name: symbolic')}:11"),
-    "traversal of a call": ("    call: rulec.runtime.callbacks.cleanups:collect_outputs\n",
-                            "    call: rulec.runtime.callbacks.cleanups:collect_outputs\n    traversal: top_down\n",
+    "traversal of a call": ("    call: rulec.runtime.schedule.callbacks.cleanups:collect_outputs\n",
+                            "    call: rulec.runtime.schedule.callbacks.cleanups:collect_outputs\n    traversal: top_down\n",
                             "traversal", "`traversal` applies to rule stages; stage 'collect outputs' is a `call`"),
     "call syntax": ("cleanups:collect_outputs", "cleanups.collect_outputs", "rulec",
-                    "call must be 'package.module:function', got 'rulec.runtime.callbacks.cleanups.collect_outputs'"),
-    "call of the standard library": ("rulec.runtime.callbacks.cleanups:collect_outputs", "builtins:print", "builtins",
+                    "call must be 'package.module:function', got 'rulec.runtime.schedule.callbacks.cleanups.collect_outputs'"),
+    "call of the standard library": ("rulec.runtime.schedule.callbacks.cleanups:collect_outputs", "builtins:print", "builtins",
                                      "call 'builtins:print' is in Python's standard library; only functions defined "
                                      "in declared callback modules may be called"),
-    "call of an undeclared module": ("rulec.runtime.callbacks.cleanups:collect_outputs",
-                                     "rulec.runtime.callbacks.assign:order_assigns", "rulec",
-                                     "callback module 'rulec.runtime.callbacks.assign' is not declared: list it under "
+    "call of an undeclared module": ("rulec.runtime.schedule.callbacks.cleanups:collect_outputs",
+                                     "rulec.runtime.schedule.callbacks.assign:order_assigns", "rulec",
+                                     "callback module 'rulec.runtime.schedule.callbacks.assign' is not declared: list it under "
                                      "`callbacks:` at the top of pipeline.yaml, or put the package rulec/ beside it"),
     "call of a missing function": ("cleanups:collect_outputs", "cleanups:collect_output", "rulec",
-                                   "module 'rulec.runtime.callbacks.cleanups' has no function 'collect_output' "
+                                   "module 'rulec.runtime.schedule.callbacks.cleanups' has no function 'collect_output' "
                                    "(did you mean 'collect_outputs'?)"),
-    "call with a context": ("    call: rulec.runtime.callbacks.cleanups:collect_outputs\n",
-                            "    call: rulec.runtime.callbacks.cleanups:collect_outputs\n    context: uop_list\n",
+    "call with a context": ("    call: rulec.runtime.schedule.callbacks.cleanups:collect_outputs\n",
+                            "    call: rulec.runtime.schedule.callbacks.cleanups:collect_outputs\n    context: uop_list\n",
                             "rulec", "call step collect_outputs takes 1 positional parameter (sink); stage "
                                      "'collect outputs' calls it as collect_outputs(sink, ctx)"),
-    "call of a class": ("rulec.runtime.callbacks.cleanups:collect_outputs",
-                        "rulec.runtime.callbacks.children:ChildrenContext", "rulec",
-                        "'rulec.runtime.callbacks.children:ChildrenContext' is a class; a call step is a function"),
+    "call of a class": ("rulec.runtime.schedule.callbacks.cleanups:collect_outputs",
+                        "rulec.runtime.schedule.callbacks.children:ChildrenContext", "rulec",
+                        "'rulec.runtime.schedule.callbacks.children:ChildrenContext' is a class; a call step is a function"),
     "duplicate key": ("    rules: [rangeify]\n", "    rules: [rangeify]\n    rules: [rangeify]\n", "rules",
                       f"duplicate key 'rules' (first at line {_line('    rules: [rangeify]')})"),
     "context factory of the standard library": ("uop_list: list", "uop_list: builtins:list", "builtins",
                                                 "context factory 'builtins:list' is in Python's standard library; "
                                                 "only functions defined in declared callback modules may be called"),
     "context factory missing": ("children:ChildrenContext", "children:ChildContext", "rulec",
-                                "module 'rulec.runtime.callbacks.children' has no function 'ChildContext'"),
+                                "module 'rulec.runtime.schedule.callbacks.children' has no function 'ChildContext'"),
     "declared standard library": ("callbacks: [", "callbacks: [os, ", "os",
                                   "'os' is part of Python's standard library; callbacks must be defined in your own "
                                   "modules"),
@@ -168,7 +168,7 @@ def test_a_context_factory_must_take_no_arguments(tmp_path, monkeypatch):
 def test_checking_a_pipeline_runs_no_callback_code_building_imports_it(tmp_path, monkeypatch):
     marker = tmp_path / "ran.txt"
     (tmp_path / "step_xyz.py").write_text(f"open({str(marker)!r}, 'w').close()\n\n\ndef step(sink):\n    return sink\n")
-    path, _ = edited(tmp_path, monkeypatch, PIPELINE, "rulec.runtime.callbacks.cleanups:collect_outputs",
+    path, _ = edited(tmp_path, monkeypatch, PIPELINE, "rulec.runtime.schedule.callbacks.cleanups:collect_outputs",
                      "step_xyz:step", "pipeline.yaml")
     compile_project([path])
     assert not marker.exists()
@@ -180,9 +180,9 @@ def test_checking_a_pipeline_runs_no_callback_code_building_imports_it(tmp_path,
 def test_a_call_step_beside_the_pipeline_runs(tmp_path):
     # a module beside the pipeline needs no declaration, and the scheduler finds it there
     (tmp_path / "step_beside_xyz.py").write_text(
-        "from rulec.runtime.callbacks.cleanups import collect_outputs as _collect\n\n\n"
+        "from rulec.runtime.schedule.callbacks.cleanups import collect_outputs as _collect\n\n\n"
         "CALLS = []\n\n\ndef step(sink):\n    CALLS.append(sink)\n    return _collect(sink)\n")
-    (tmp_path / "pipeline.yaml").write_text(PIPELINE.replace("rulec.runtime.callbacks.cleanups:collect_outputs",
+    (tmp_path / "pipeline.yaml").write_text(PIPELINE.replace("rulec.runtime.schedule.callbacks.cleanups:collect_outputs",
                                                              "step_beside_xyz:step"))
     pipe = parse_pipeline(tmp_path / "pipeline.yaml")
     import numpy as np

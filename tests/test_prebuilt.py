@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rulec.build import build_prebuilt
-from rulec.runtime import artifacts
+from rulec.runtime.engine import artifacts
 
 
 @pytest.fixture(scope="module")

@@ -29,9 +29,9 @@ from rulec.diagnostics import CompileError, Loc
 from rulec.emit_egglog import emit_egglog
 from rulec.emit_python import comment_text, emit_python, py_str
 from rulec.loader import load
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.egraph import egg_string, read_egg
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.engine.egraph import egg_string, read_egg
+from rulec.runtime.ir.uop import UOp
 
 # payloads that did damage before the fix, and the characters that end lines or strings somewhere
 PAYLOADS = [
@@ -76,7 +76,7 @@ def rule_file(name: str, doc: str, s: str) -> str:
 
 def check_generated(out: Path) -> None:
     """Every generated .py compiles and every .egg is read and parsed by egglog, section by section."""
-    from rulec.runtime.egglog_bindings import bindings
+    from rulec.runtime.engine.egglog_bindings import bindings
 
     b = bindings()
 
@@ -227,7 +227,7 @@ def test_comment_text_has_no_line_breaks(text):
 @settings(max_examples=examples(100), deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",))))
 def test_egg_string_round_trips_through_egglog_or_refuses(text):
-    from rulec.runtime.egglog_bindings import bindings
+    from rulec.runtime.engine.egglog_bindings import bindings
 
     b = bindings()
 

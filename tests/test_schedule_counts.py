@@ -128,7 +128,7 @@ def test_arange_programs(name, build, ref, inputs, count):
 def test_no_kernel_loops_once_over_nothing():
     """A STORE closes no range of one iteration that neither its target nor its value reads (softmax's kept
     axis used to leave `for (r = 0; r < 1; r++)` around its kernels)."""
-    from rulec.runtime.ops import Ops
+    from rulec.runtime.ir.ops import Ops
 
     for name, build, _, inputs, _ in PROGRAMS + ARANGE_PROGRAMS:
         for item in Tensor.schedule(*build(*[T(a) for a in inputs])):

@@ -3,7 +3,7 @@
 Hypothesis builds random programs over realized input tensors; each program is a list of
 instructions (`Ins`) that is replayed twice: once with the `Tensor` API (scheduled into kernels by
 rules/schedule/*.yaml and run on the numpy reference interpreter) and once with plain numpy. At every
-realize point the outputs must equal numpy, and `lazy_numpy()` (runtime/lazy_eval.py, computed before
+realize point the outputs must equal numpy, and `lazy_numpy()` (runtime/interpret/lazy_eval.py, computed before
 realization) must agree with both.
 
 Programs:
@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 
 from budget import SEARCH, examples
 from rulec import Tensor
-from rulec.runtime.ops import Ops
+from rulec.runtime.ir.ops import Ops
 
 MAX_NUMEL = 1296  # 6**4: every value has at most this many elements
 BOUND_LIMIT = 2 ** 22  # no value may grow beyond this: integers below 2**24 are exact in float32, nothing overflows
@@ -54,7 +54,7 @@ SETTINGS = dict(deadline=None, derandomize=not SEARCH, database=None,
 
 
 
-# what realize leaves in a realized tensor (runtime/realize.py): a view of buffers and constants
+# what realize leaves in a realized tensor (runtime/tensor/realize.py): a view of buffers and constants
 VIEW_OPS = {Ops.BUFFER, Ops.UNIQUE, Ops.DEVICE, Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.RESHAPE, Ops.EXPAND,
             Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP}
 

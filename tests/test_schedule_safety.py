@@ -1,7 +1,7 @@
 """The scheduler never produces an unsafe or aliased schedule (issue 7, item 8).
 
 * in-place reads: an assign whose value reads its own target at another index is a copy, then the assign;
-* the kernel-AST checker (runtime/kernel_check.py), which create_schedule runs on every kernel;
+* the kernel-AST checker (runtime/schedule/kernel_check.py), which create_schedule runs on every kernel;
 * two `contiguous()` tensors are two buffers, even of equal values;
 * a view of a tensor of no elements needs no buffer;
 * stateful rangeify callbacks give one result per node, however often the engine reaches it.
@@ -15,12 +15,12 @@ import pytest
 
 from rulec import Tensor
 from rulec.runtime import buffers
-from rulec.runtime.callbacks.rangeify import RangeifyContext, map_realize, map_reduce
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.kernel_check import UnsafeKernelError, check_kernel, unsafe_reads
-from rulec.runtime.ops import Ops
-from rulec.runtime.schedule import create_schedule, load_pipeline
-from rulec.runtime.uop import UOp
+from rulec.runtime.schedule.callbacks.rangeify import RangeifyContext, map_realize, map_reduce
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.schedule.kernel_check import UnsafeKernelError, check_kernel, unsafe_reads
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.schedule.pipeline import create_schedule, load_pipeline
+from rulec.runtime.ir.uop import UOp
 
 A = np.arange(9, dtype=np.float32).reshape(3, 3) - 4
 

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 import rulec
 from exprgen import (Undefined, check_same_value, conditions, envs, evaluate_all, int_exprs, node_count, shared_nodes,
                      tree_size)
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.ops import Ops
-from rulec.runtime.trace import tracing
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.engine.trace import tracing
+from rulec.runtime.ir.uop import UOp
 
 PROPERTY = settings(derandomize=True, max_examples=200, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -324,7 +324,7 @@ def test_simplify_reaches_a_fixed_point(symbolic, expr):
 @PROPERTY
 @given(expr=int_exprs(), data=st.data())
 def test_bounds_are_sound(expr, data):
-    # every rule guarded by vmin/vmax is only as right as runtime/bounds.py
+    # every rule guarded by vmin/vmax is only as right as runtime/ir/bounds.py
     env = data.draw(envs(expr), label="env")
     try:
         vals = evaluate_all(expr, env)

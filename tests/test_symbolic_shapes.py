@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from rulec import Tensor
-from rulec.runtime.ops import Ops
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
 
 DATA = np.arange(40, dtype=np.float32).reshape(10, 4)
 

@@ -1,5 +1,5 @@
-"""The Tensor frontend (runtime/tensor.py), the buffer store (runtime/buffers.py) and the numpy oracle
-(runtime/lazy_eval.py): every feature is checked against numpy computed directly here."""
+"""The Tensor frontend (runtime/tensor/tensor.py), the buffer store (runtime/buffers.py) and the numpy oracle
+(runtime/interpret/lazy_eval.py): every feature is checked against numpy computed directly here."""
 from __future__ import annotations
 
 import gc
@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rulec.runtime import buffers
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.lazy_eval import evaluate, evaluate_all
-from rulec.runtime.ops import GroupOp, Ops
-from rulec.runtime.tensor import Tensor, least_upper_dtype
-from rulec.runtime.uop import UOp
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.interpret.lazy_eval import evaluate, evaluate_all
+from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.tensor.tensor import Tensor, least_upper_dtype
+from rulec.runtime.ir.uop import UOp
 
 RNG = np.random.default_rng(1234)
 
@@ -846,11 +846,11 @@ def test_cumsum(shape, axis):
 @pytest.fixture
 def fake_realize(monkeypatch):
     calls = []
-    mod = types.ModuleType("rulec.runtime.realize")
+    mod = types.ModuleType("rulec.runtime.tensor.realize")
     mod.realize = lambda *ts: calls.append(("realize", ts))
     mod.schedule = lambda *ts: calls.append(("schedule", ts)) or ["kernel"]
     mod.to_numpy = lambda t: calls.append(("to_numpy", (t,))) or t.lazy_numpy()
-    monkeypatch.setitem(sys.modules, "rulec.runtime.realize", mod)
+    monkeypatch.setitem(sys.modules, "rulec.runtime.tensor.realize", mod)
     return calls
 
 

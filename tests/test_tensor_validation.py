@@ -1,6 +1,6 @@
 """Issue 7, item 9: a bad argument to a Tensor method raises a clear error naming it, never a wrong answer.
 
-The rules (runtime/tensor_args.py, docs/tensor-ir.md "Frontend arguments") follow numpy: sizes, axes,
+The rules (runtime/tensor/tensor_args.py, docs/tensor-ir.md "Frontend arguments") follow numpy: sizes, axes,
 pads and shrink bounds are integers (TypeError otherwise), new sizes are >= 0, axes are in range
 (AxisError, both a ValueError and an IndexError). The property test at the end draws random valid and
 invalid arguments and checks each result against numpy's: equal, or both raise."""
@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from budget import examples
 
-from rulec.runtime.dtype import dtypes
-from rulec.runtime.tensor import Tensor
-from rulec.runtime.tensor_args import AxisError, const_value
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.tensor.tensor import Tensor
+from rulec.runtime.tensor.tensor_args import AxisError, const_value
 
 M = np.arange(24, dtype=np.float32).reshape(4, 6) * 0.5 - 3
 

@@ -9,14 +9,14 @@ from hypothesis import strategies as st
 from budget import examples
 
 from rulec.compiler import compile_project
-from rulec.runtime.dtype import ALL_DTYPES, dtypes
-from rulec.runtime.genlib import RuleTypeError
-from rulec.runtime.matcher import RuleError
-from rulec.runtime.ops import Ops
+from rulec.runtime.ir.dtype import ALL_DTYPES, dtypes
+from rulec.runtime.engine.genlib import RuleTypeError
+from rulec.runtime.engine.matcher import RuleError
+from rulec.runtime.ir.ops import Ops
 from rulec.runtime.resources import rules_dir
-from rulec.runtime.rewrite import graph_rewrite
-from rulec.runtime.trace import tracing
-from rulec.runtime.uop import UOp
+from rulec.runtime.engine.rewrite import graph_rewrite
+from rulec.runtime.engine.trace import tracing
+from rulec.runtime.ir.uop import UOp
 from rulec.typecheck import pattern_literal_types, rule_plan
 
 x = UOp.variable("x", 0, 10)
@@ -176,7 +176,7 @@ def test_a_rule_error_of_a_nested_rewrite_is_not_wrapped_twice(rules):
     def outer(n, ctx):
         return graph_rewrite(n.src[0], inner)
 
-    from rulec.runtime.matcher import Matcher, RuleInfo
+    from rulec.runtime.engine.matcher import Matcher, RuleInfo
     m = Matcher("outer", [RuleInfo("o", "outer", "outer.yaml", 1)], [(frozenset({Ops.NEG}), 0, outer)])
     with pytest.raises(RuleError) as info:
         graph_rewrite(-(x < y), m)

@@ -1,5 +1,0 @@
-"""Python callbacks named from rule files: only the stages whose state is real.
-
-Each module mirrors the rule file that names it: rules/schedule/rangeify.yaml
-names callbacks in rulec.runtime.callbacks.rangeify, and so on.
-"""

@@ -1,0 +1,92 @@
+"""The runtime form of a compiled rule set: rule metadata plus a dispatch table by root op."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from rulec.runtime.ir.ops import Ops
+
+RuleFn = Callable[[Any, Any], Any]
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    """Where a rule came from, for tracing and error messages."""
+
+    name: str
+    ruleset: str
+    file: str
+    line: int
+    col: int = 1
+    kind: str = "rewrite"  # "rewrite" (declarative) or "call" (Python callback)
+
+    @property
+    def loc(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def __str__(self) -> str:
+        return f"{self.ruleset}/{self.name} ({self.loc})"
+
+
+class RuleError(RuntimeError):
+    """An exception raised while one rule ran (its guard, a computed value, its callback, or a result of the
+    wrong type). The message starts with the rule's `file:line` and name; `__cause__` is the original error,
+    whose type the RuleError also has (see `rule_error`), so `except ZeroDivisionError` still catches it."""
+
+    def __init__(self, rule: RuleInfo, message: str):
+        super().__init__(f"{rule.loc}: rule {rule.ruleset}/{rule.name}: {message}")
+        self.rule = rule
+
+    def __str__(self) -> str:  # not the str() of the other base (KeyError would quote the message)
+        return str(self.args[0])
+
+
+_RULE_ERROR_TYPES: dict[type, type] = {}
+
+
+def rule_error(rule: RuleInfo, exc: Exception) -> Exception:
+    """`exc`, raised inside `rule`, as a RuleError that is also an instance of `exc`'s type.
+
+    An error that already names its rule (it has a `rule`: raised by a nested rewrite, or located by the
+    generated code) is returned unchanged.
+    """
+    if isinstance(getattr(exc, "rule", None), RuleInfo):
+        return exc
+    cls = _RULE_ERROR_TYPES.get(type(exc))
+    if cls is None:
+        try:
+            cls = type("RuleError", (RuleError, type(exc)), {"__module__": __name__})
+        except TypeError:  # a built-in with its own instance layout (OSError, ...): the plain RuleError
+            cls = RuleError
+        _RULE_ERROR_TYPES[type(exc)] = cls
+    try:
+        return cls(rule, f"{type(exc).__name__}: {exc}")
+    except Exception:  # an exception type whose constructor wants other arguments
+        return RuleError(rule, f"{type(exc).__name__}: {exc}")
+
+
+class Matcher:
+    """Rules grouped by root op, each group in rule-file order.
+
+    `entries` are (root ops or None for any op, rule index, function). A rule whose
+    pattern has commutative variants contributes one entry per variant.
+    """
+
+    def __init__(self, name: str, rules: list[RuleInfo], entries: Iterable[tuple[frozenset | None, int, RuleFn]]):
+        self.name = name
+        self.rules = list(rules)
+        self.entries = list(entries)
+        self.dispatch: dict[Ops, tuple[tuple[int, RuleFn], ...]] = {}
+        # entries are kept in rule order; a wildcard root joins every op's list at its place
+        for op in Ops:
+            chain = tuple((rid, fn) for ops, rid, fn in self.entries if ops is None or op in ops)
+            if chain:
+                self.dispatch[op] = chain
+
+    def __add__(self, other: Matcher) -> Matcher:
+        shift = len(self.rules)
+        return Matcher(f"{self.name}+{other.name}", self.rules + other.rules,
+                       self.entries + [(ops, rid + shift, fn) for ops, rid, fn in other.entries])
+
+    def __repr__(self) -> str:
+        return f"<Matcher {self.name}: {len(self.rules)} rules>"

@@ -1,0 +1,116 @@
+"""Shape inference for tensor-level ops, and the open ranges of kernel-level ops."""
+from __future__ import annotations
+
+import functools
+import operator
+from typing import TYPE_CHECKING, Any, Iterable
+
+from rulec.runtime.ir.ops import GroupOp, Ops
+
+_RANGE_BIT = 1 << Ops.RANGE
+
+if TYPE_CHECKING:
+    from rulec.runtime.ir.uop import UOp
+
+
+def prod(xs: Iterable[Any]) -> Any:
+    return functools.reduce(operator.mul, xs, 1)
+
+
+# ops that have exactly the shape of their first source
+_PASSTHROUGH = frozenset({Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.DETACH, Ops.FUSE, Ops.COPY, Ops.ASSIGN,
+                          Ops.REALIZE, Ops.CHILD, Ops.CHILDREN, Ops.NOOP, Ops.MSELECT, Ops.BIND})
+# kernel-level ops: shapes stop here
+_SHAPELESS = frozenset({Ops.SINK, Ops.INDEX, Ops.RANGE, Ops.LOAD, Ops.KERNEL, Ops.DEVICE, Ops.UNIQUE,
+                        Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_REG, Ops.REDUCE, Ops.END, Ops.IF,
+                        Ops.ENDIF, Ops.BARRIER, Ops.SPECIAL, Ops.INVALID})
+
+
+def range_size(r: UOp) -> Any:
+    """The extent of a range-like index: the bound of a RANGE, else vmax+1."""
+    if r.op is Ops.RANGE:
+        end = r.src[0]
+        return end.arg if end.op is Ops.CONST else end
+    return int(r.vmax) + 1
+
+
+def shape_sources(u: UOp) -> tuple[UOp, ...]:
+    """The sources whose shape `infer_shape(u)` reads (UOp.shape fills them first, without recursion)."""
+    op = u.op
+    if op in _PASSTHROUGH or op in (Ops.PERMUTE, Ops.PAD, Ops.FLIP, Ops.REDUCE_AXIS):
+        return u.src[:1]
+    if op in GroupOp.Elementwise or op is Ops.MSTACK:
+        return u.src
+    return ()
+
+
+def infer_shape(u: UOp) -> tuple | None:
+    op = u.op
+    if op in _SHAPELESS:
+        return None
+    if op is Ops.CONST or op is Ops.DEFINE_VAR:
+        return ()
+    if op is Ops.STORE:
+        # a STORE into a buffer reads back as that flat buffer
+        size = getattr(u.src[0].dtype, "size", -1)
+        return (size,) if size >= 0 else None
+    if op is Ops.BUFFER or op is Ops.IOTA:
+        return (u.arg,)
+    if op is Ops.BUFFER_VIEW:
+        return (u.arg[0],)
+    if op in _PASSTHROUGH:
+        return u.src[0].shape if u.src else None
+    if op is Ops.BUFFERIZE:
+        return tuple(range_size(r) for r in u.src[1:])
+    if op in (Ops.RESHAPE, Ops.EXPAND):
+        return tuple(u.arg)
+    if op is Ops.PERMUTE:
+        inner = u.src[0].shape
+        return None if inner is None else tuple(inner[i] for i in u.arg)
+    if op is Ops.PAD:
+        inner = u.src[0].shape
+        return None if inner is None else tuple(s + b + a for s, (b, a) in zip(inner, u.arg))
+    if op is Ops.SHRINK:
+        # a symbolic end with start 0 is the size itself, not a SUB node
+        return tuple(e if isinstance(b, int) and b == 0 else e - b for b, e in u.arg)
+    if op is Ops.FLIP:
+        return u.src[0].shape
+    if op is Ops.REDUCE_AXIS:
+        inner = u.src[0].shape
+        return None if inner is None else tuple(1 if i in u.arg[1] else s for i, s in enumerate(inner))
+    if op in GroupOp.Elementwise or op is Ops.MSTACK:
+        shapes = [s.shape for s in u.src]
+        best = None
+        for sh in shapes:
+            if sh is not None and (best is None or len(sh) > len(best)):
+                best = sh
+        return best
+    return None
+
+
+def open_ranges(u: UOp) -> tuple[UOp, ...]:
+    """The RANGEs `u` depends on that no node at or below `u` closes (cached per node: `UOp.ranges`)."""
+    return u.ranges
+
+
+def open_ranges_of(n: UOp) -> tuple[UOp, ...]:
+    """`n`'s open ranges from its sources' (already cached) open ranges."""
+    if not n._mask & _RANGE_BIT:
+        return ()
+    acc: dict[UOp, None] = {}
+    for s in n.src:
+        if s._mask & _RANGE_BIT:
+            acc.update(dict.fromkeys(s.ranges))
+    for closed in closed_ranges(n):
+        acc.pop(closed, None)
+    if n.op is Ops.RANGE:
+        acc[n] = None
+    return tuple(acc)
+
+
+def closed_ranges(n: UOp) -> tuple[UOp, ...]:
+    if n.op in (Ops.REDUCE, Ops.BUFFERIZE, Ops.END):
+        return n.src[1:]
+    if n.op is Ops.STORE:
+        return n.src[2:]
+    return ()

@@ -1,0 +1,52 @@
+"""Stage `children marking`: nodes read by several consumers get CHILD/CHILDREN markers.
+
+Rangeify later waits at a CHILDREN node until every consumer has asked for it
+with its own ranges, and only then decides whether the ranges agree or a buffer
+is needed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
+
+
+@dataclass
+class ChildrenContext:
+    children: dict[UOp, list[UOp]] | None = None
+
+
+def find_children(ctx: ChildrenContext, x: UOp) -> None:
+    if ctx.children is not None:
+        return None
+    ctx.children = {}
+    for node, users in x.get_children_map().items():
+        # a REALIZE, or a view of one, is a buffer already: readers share it without a gate (and a
+        # view of it that is an output is never indexed, so a gate would wait forever)
+        if node.base.op is Ops.REALIZE:
+            continue
+        consumers = [u for u in users if u.op is not Ops.SINK]
+        if len(consumers) <= 1:
+            continue
+        # only worth gating where a reduce meets a buffer: elsewhere recomputing is cheap
+        topo = node.toposort()
+        if any(u.op is Ops.REDUCE_AXIS for u in topo) and any(u.op in (Ops.BUFFER, Ops.CONTIGUOUS) for u in topo):
+            ctx.children[node] = consumers
+    return None
+
+
+def mark_children(ctx: ChildrenContext, x: UOp) -> UOp | None:
+    assert ctx.children is not None, "children marking needs the SINK rule to run first"
+    # the SINK is not a consumer that takes ranges: its sources stay unmarked
+    if x.op is Ops.SINK or not any(s in ctx.children for s in x.src):
+        return None
+    new_src = []
+    for s in x.src:
+        users = ctx.children.get(s)
+        if users is None:
+            new_src.append(s)
+            continue
+        gate = UOp(Ops.CHILDREN, s.dtype, (s,), len(users))
+        new_src.append(UOp(Ops.CHILD, s.dtype, (gate,), (users.index(x), len(users))))
+    return x.replace(src=tuple(new_src))

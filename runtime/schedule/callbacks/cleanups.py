@@ -1,0 +1,16 @@
+"""Stage `remove costly buffers`, and collecting the buffers that leave the scheduler."""
+from __future__ import annotations
+
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
+
+
+def collect_outputs(sink: UOp) -> UOp:
+    """A new SINK of every tagged BUFFERIZE, constant and view of a buffer: what the tensors turn into.
+
+    A tagged view of a buffer is an output that needs no kernel: a tensor equal to
+    (a view of) a buffer that exists, once a buffer read back at its own index was removed.
+    """
+    keep = [x for x in sink.parents
+            if x.tag is not None and (x.op is Ops.BUFFERIZE or x.base.op in (Ops.CONST, Ops.BUFFER))]
+    return UOp.sink(*keep)

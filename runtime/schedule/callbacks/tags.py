@@ -1,0 +1,15 @@
+"""Stage `number the uops`: tag every tensor-level node with its position in a list.
+
+The tags ride along through every later stage, so the scheduler can tell which
+original tensor each buffer ends up holding.
+"""
+from __future__ import annotations
+
+from rulec.runtime.ir.uop import UOp
+
+
+def tag_uop(ctx: list[UOp], x: UOp) -> UOp | None:
+    if x.tag is not None:
+        return None
+    ctx.append(x)
+    return x.replace(tag=(len(ctx) - 1,))

@@ -1,0 +1,491 @@
+"""Helpers the scheduler's rule files call from guards and results.
+
+They are pure functions over UOps (no state), registered in runtime/engine/helpers.py
+so the rule compiler accepts them by name.
+"""
+from __future__ import annotations
+
+from typing import Any, Generator
+
+import numpy as np
+
+from rulec.runtime.ir.dtype import DType, PtrDType, dtypes
+from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.ir.uop import UOp, op_mask, substitute
+from rulec.runtime.ir.walk import run_recursive
+
+# op sets tested against a node's cached op mask (UOp.has_op) instead of walking its subgraph
+_COSTLY = op_mask(Ops.REDUCE, Ops.COPY, Ops.ASSIGN)
+_STORED = op_mask(Ops.BUFFER, Ops.REALIZE, Ops.BUFFERIZE)
+_REDUCE_AXIS = op_mask(Ops.REDUCE_AXIS)
+_RANGE = op_mask(Ops.RANGE)
+
+
+def shrink_indices(idxs: tuple[UOp, ...], arg: tuple) -> tuple[UOp, ...]:
+    """Indices into a SHRINK's source: shifted by each axis' start."""
+    return tuple(i + start if start != 0 else i for i, (start, _) in zip(idxs, arg))
+
+
+def permute_indices(idxs: tuple[UOp, ...], perm: tuple[int, ...]) -> tuple[UOp, ...]:
+    """Indices into a PERMUTE's source: axis k of the source is axis perm.index(k) of the result."""
+    inverse = sorted(range(len(perm)), key=lambda k: perm[k])
+    return tuple(idxs[k] for k in inverse)
+
+
+def flip_indices(idxs: tuple[UOp, ...], shape: tuple, flips: tuple[bool, ...]) -> tuple[UOp, ...]:
+    return tuple((size - 1) - i if f else i for i, size, f in zip(idxs, shape, flips))
+
+
+def _simplify(u: UOp) -> UOp:
+    from rulec.runtime.schedule.callbacks.rangeify import simplify  # the `index_symbolic` rules, loaded on first use
+
+    return simplify(u)
+
+
+def _idx(v: int) -> UOp:
+    return UOp.const(dtypes.index, v)
+
+
+def _is_zero(i: UOp) -> bool:
+    return i.op is Ops.CONST and i.arg == 0
+
+
+def reshape_indices(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -> tuple[UOp, ...]:
+    """Indices into a RESHAPE's source: the index linearized over the result's shape, split over the
+    source's. Where the reshape only merges or splits dims of plain ranges, or flattens, built directly in
+    the form the `symbolic` rules give (no nested rewrite: most reshapes); otherwise folded through them."""
+    direct = _merge_split_indices(idxs, out_shape, in_shape)
+    if direct is None:
+        direct = _flatten_indices(idxs, out_shape, in_shape)
+    return direct if direct is not None else _folded(idxs, out_shape, in_shape)
+
+
+def _folded(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -> tuple[UOp, ...]:
+    """The general case: linearize over `out_shape`, split over `in_shape`, fold through `symbolic`."""
+    flat, stride = _idx(0), 1
+    for size, i in reversed(list(zip(out_shape, idxs))):
+        flat = flat + i * stride
+        stride *= size
+    parts: list[UOp] = []
+    for size in reversed(in_shape):
+        parts.append(flat % size)
+        flat = flat // size
+    return _simplify(UOp.sink(*parts)).src[::-1] if parts else ()
+
+
+def _flatten_indices(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -> tuple[UOp, ...] | None:
+    """`reshape_indices` without rewriting when the source has one dim of size > 1 (a flatten), and the
+    result is indexed with ranges of the dims' own sizes, 0, or ranges of one iteration on size-1 dims.
+    The rules fold what is provably 0: a product with a range of one iteration, and a partial sum of such
+    ranges; a lone range of one iteration stays a term."""
+    ins = [d for d in in_shape if d != 1]
+    if len(ins) != 1 or not all(type(d) is int and d > 0 for d in (*out_shape, *in_shape)):
+        return None
+    flat: UOp | None = None
+    zero_sum = True  # whether every term so far is a range of one iteration (the sum's bounds are [0, 0])
+    stride = 1
+    for size, i in reversed(list(zip(out_shape, idxs))):
+        st, stride = stride, stride * size
+        if _is_zero(i):
+            continue
+        if i.op is not Ops.RANGE or i.src[0].op is not Ops.CONST or i.src[0].arg != size:
+            return None
+        unit = size == 1
+        if unit and st != 1:
+            continue  # a product with a range of one iteration folds to 0
+        term = i if st == 1 else i * st
+        if flat is None:
+            flat, zero_sum = term, unit
+        elif zero_sum and unit:
+            flat = None  # a sum of ranges of one iteration folds to 0
+        else:
+            flat, zero_sum = flat + term, False
+    if stride != ins[0]:
+        return None
+    return tuple(_idx(0) if d == 1 else (_idx(0) if flat is None else flat) for d in in_shape)
+
+
+def _merge_split_indices(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -> tuple[UOp, ...] | None:
+    """`reshape_indices` without rewriting, for a reshape of constant shapes that only merges or splits
+    dims, indexed with ranges of the dims' own sizes (or 0 on size-1 dims); None in any other case (the
+    rules fold ranges of one iteration by their bounds in ways that depend on the whole sum)."""
+    if not all(type(d) is int and d > 0 for d in (*out_shape, *in_shape)):
+        return None
+    # the result's dims of size > 1, innermost first: (size, stride in the flat index, index)
+    dims, stride = [], 1
+    for size, i in reversed(list(zip(out_shape, idxs))):
+        if not (_is_zero(i) or (size > 1 and i.op is Ops.RANGE and i.src[0].op is Ops.CONST
+                                and i.src[0].arg == size)):
+            return None
+        if size > 1:
+            dims.append((size, stride, i))
+        stride *= size
+    ins = [size for size in reversed(in_shape) if size != 1]  # innermost first
+    new: list[UOp] = []  # innermost first
+    d = k = 0
+    while d < len(dims) or k < len(ins):
+        if d >= len(dims) or k >= len(ins):
+            return None
+        # the smallest run of result dims and source dims with the same number of elements
+        de, ke, po, pi = d + 1, k + 1, dims[d][0], ins[k]
+        while po != pi:
+            if pi < po:
+                if ke >= len(ins):
+                    return None
+                pi *= ins[ke]
+                ke += 1
+            else:
+                if de >= len(dims):
+                    return None
+                po *= dims[de][0]
+                de += 1
+        if ke == k + 1:
+            # one source dim split into several: its index is the sum of theirs times their strides
+            base, flat = dims[d][1], None
+            for _, st, i in dims[d:de]:
+                if _is_zero(i):
+                    continue  # the rules fold a zero term away
+                term = i if st == base else i * (st // base)
+                flat = term if flat is None else flat + term
+            new.append(_idx(0) if flat is None else flat)
+        elif de == d + 1:
+            # several source dims merged into one: each source index is one digit of the result's index
+            i, st = dims[d][2], 1
+            for n, size in enumerate(ins[k:ke]):
+                if _is_zero(i):
+                    new.append(i)
+                    continue
+                digit = i if st == 1 else i // st
+                new.append(digit if n == ke - k - 1 else digit % size)
+                st *= size
+        else:
+            return None
+        d, k = de, ke
+    it = iter(new)
+    return tuple(_idx(0) if size == 1 else next(it) for size in reversed(in_shape))[::-1]
+
+
+def pad_indices(idxs: tuple[UOp, ...], shape: tuple, pads: tuple) -> tuple[UOp, ...]:
+    """Indices into a PAD's source: shifted back by each axis' padding; invalid in the padding."""
+    from rulec.runtime.schedule.callbacks.rangeify import INVALID
+
+    out = list(idxs)
+    for ax, (valid, before) in _pad_axes(idxs, shape, pads):
+        out[ax] = _simplify(valid.where(idxs[ax] - before, INVALID))
+    return tuple(out)
+
+
+def pad_valid(idxs: tuple[UOp, ...], shape: tuple, pads: tuple) -> UOp:
+    """Whether an index of a PAD's result is inside the source (lanes in the padding read 0)."""
+    valid_all = UOp.const(dtypes.bool, True)
+    for _, (valid, _) in _pad_axes(idxs, shape, pads):
+        valid_all = valid_all & valid
+    return _simplify(valid_all)
+
+
+def _pad_axes(idxs: tuple[UOp, ...], shape: tuple, pads: tuple) -> list[tuple[int, tuple[UOp, Any]]]:
+    """Per padded axis: its index's validity (before <= i < size - after) and its padding before."""
+    out = []
+    for ax, (size, (before, after)) in enumerate(zip(shape, pads)):
+        if before == 0 and after == 0:
+            continue
+        valid = UOp.const(dtypes.bool, True)
+        if after > 0:
+            valid = valid & (idxs[ax] < size - after)
+        if before > 0:
+            valid = valid & (idxs[ax] > before - 1)  # i >= before, as one CMPLT
+        out.append((ax, (valid, before)))
+    return out
+
+
+def expand_indices(idxs: tuple[UOp, ...], in_shape: tuple, out_shape: tuple) -> tuple[UOp, ...]:
+    """Indices into an EXPAND's source: broadcast axes read index 0."""
+    return tuple(i if a == b else _idx(0) for i, a, b in zip(idxs, in_shape, out_shape))
+
+
+def expand_end(idxs: tuple[UOp, ...], in_shape: tuple, out_shape: tuple, end: Any) -> Any:
+    """The newest range an EXPAND ends (the INDEX's arg, for `axes_to_end` below): the ranges of its
+    broadcast axes that no other axis still reads, and the one an expand above ended (`end`)."""
+    kept: set[UOp] = set()
+    ending: list[UOp] = []
+    for i, a, b in zip(idxs, in_shape, out_shape):
+        if not i.has_op(_RANGE):
+            continue
+        rngs = [u for u in i.toposort() if u.op is Ops.RANGE]
+        if a == b:
+            kept.update(rngs)
+        else:
+            ending.extend(rngs)
+    ends = [u.arg for u in ending if u not in kept]
+    if end is not None:
+        ends.append(end)
+    return min(ends) if ends else None
+
+
+def unindexed(x: UOp) -> UOp:
+    """The rule for an INDEX that no rule rewrote: a scheduler bug, reported with the op it indexes."""
+    raise RuntimeError(f"rangeify: INDEX of {x.src[0].op.name} was not rewritten by any rule")
+
+
+def index_each(srcs: tuple[UOp, ...], idxs: tuple[UOp, ...]) -> tuple[UOp, ...]:
+    """Every source indexed with the same indices."""
+    return tuple(UOp(Ops.INDEX, s.dtype, (s, *idxs)) for s in srcs)
+
+
+def const_shaped(like: UOp, value: Any) -> UOp:
+    """A constant with the shape and dtype of `like`, as a broadcast scalar."""
+    c = UOp.const(like.dtype.scalar, value)
+    shape = like.shape or ()
+    if not shape:
+        return c
+    return UOp(Ops.EXPAND, c.dtype, (UOp(Ops.RESHAPE, c.dtype, (c,), (1,) * len(shape)),), tuple(shape))
+
+
+def merge_tags(a: Any, b: Any) -> tuple | None:
+    merged = (a or ()) + (b or ())
+    return merged or None
+
+
+def cheap_to_recompute(src: UOp, buf: UOp, idx: UOp) -> bool:
+    """Whether reading `buf` at `idx` may recompute `src` instead (the buffer-removal cost model).
+
+    Never for a user's contiguous; never when the computation holds a reduce,
+    a copy or an assign (those are the expensive parts worth storing).
+    """
+    if len(buf.src) != len(idx.src) or any(r.op is not Ops.RANGE for r in buf.src[1:]):
+        return False
+    if src.op is Ops.CONTIGUOUS:
+        return False
+    if src.op is Ops.THREEFRY or not src.has_op(_COSTLY):  # the usual answer, without a walk
+        return True
+    ran = src.toposort(gate=lambda x: x.op is not Ops.INDEX)
+    return not any(x.op in (Ops.REDUCE, Ops.COPY, Ops.ASSIGN) for x in ran)
+
+
+def substitute_all(root: UOp, old: tuple[UOp, ...], new: tuple[UOp, ...]) -> UOp:
+    """`root` with each of `old` replaced by its partner in `new`.
+
+    Replacing ranges, the walk enters only nodes where one of them is open: ranges are allocated fresh
+    for each loop nest, so a range is not found below the node that closes it (or a node without it open).
+    """
+    mapping = dict(zip(old, new))
+    if all(o.op is Ops.RANGE for o in old):
+        keys = set(old)
+        return substitute(root, mapping, lambda x: not keys.isdisjoint(x.ranges))
+    return substitute(root, mapping)
+
+
+def axes_to_end(idx: UOp) -> tuple[int, ...] | None:
+    """Which axes of an INDEX must close their loops before a reduce below is recomputed in them.
+
+    `idx.arg` is the newest range an expand ended on the way here. Only a graph that
+    reads a buffer and holds a reduce is worth buffering; then every axis whose index
+    uses a range newer (inner) than that one must end. None: nothing to decide here.
+    """
+    if idx.arg is None or not idx.has_op(_STORED) or not idx.has_op(_REDUCE_AXIS):
+        return None
+    return tuple(i for i, a in enumerate(idx.src[1:])
+                 if a.has_op(_RANGE) and any(u.arg > idx.arg for u in a.toposort() if u.op is Ops.RANGE))
+
+
+def _as_tuple(ranges: UOp | tuple[UOp, ...]) -> tuple[UOp, ...]:
+    return (ranges,) if isinstance(ranges, UOp) else tuple(ranges)
+
+
+def independent_of(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
+    """True when `x` reads none of `ranges` (one range or a tuple): it is the same in every iteration."""
+    if not x.has_op(_RANGE):
+        return True
+    topo = x.toposort()
+    return not any(r in topo for r in _as_tuple(ranges))
+
+
+def _trip_count(ranges: tuple[UOp, ...]) -> int | None:
+    """How many times a loop nest over `ranges` runs its body; None when a size is symbolic."""
+    n = 1
+    for r in ranges:
+        size = r.src[0] if r.op is Ops.RANGE else None
+        if size is None or size.op is not Ops.CONST:
+            return None
+        n *= size.arg
+    return n
+
+
+def sum_commutes_with_cast(c: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
+    """Whether summing CAST(x) over `ranges` equals CAST of the sum of x (both integer dtypes).
+
+    Integer sums wrap, so the two agree modulo 2**bits of the cast's dtype when it is no wider than
+    the source. A widening cast keeps values the narrower sum would wrap: it commutes only when that
+    sum cannot overflow (the source's bounds times the trip count fit the source dtype)."""
+    src, dst = c.src[0].dtype.scalar, c.dtype.scalar
+    if not (src.is_int and dst.is_int):
+        return False
+    if dst.itemsize <= src.itemsize:
+        return True
+    n = _trip_count(_as_tuple(ranges))
+    from rulec.runtime.engine.helpers import fits_dtype  # helpers.py imports this module
+
+    return n is not None and fits_dtype(src, c.src[0].vmin * n, c.src[0].vmax * n)
+
+
+_AFFINE_OPS = (Ops.ADD, Ops.SUB, Ops.NEG, Ops.MUL)
+
+
+def affine_in(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
+    """True when the integer expression `x` is a sum of terms, each free of `ranges` or one of them times
+    a factor free of them: a sum of it over the ranges has a closed form. Integer casts are allowed
+    where the sum commutes with them (`sum_commutes_with_cast`)."""
+    ranges = _as_tuple(ranges)
+
+    def walk(u: UOp) -> Generator[UOp, bool, bool]:  # `yield s` is walk(s), see run_recursive
+        if not u.dtype.scalar.is_int:
+            return False
+        if u in ranges or independent_of(u, ranges):
+            return True
+        if u.op is Ops.MUL:
+            a, b = u.src
+            return (independent_of(a, ranges) and (yield b)) or (independent_of(b, ranges) and (yield a))
+        if u.op is Ops.CAST:
+            return sum_commutes_with_cast(u, ranges) and (yield u.src[0])
+        if u.op in _AFFINE_OPS:
+            for s in u.src:
+                if not (yield s):
+                    return False
+            return True
+        return False
+
+    return run_recursive(walk, x)
+
+
+def used_or_longer_ranges(store: UOp) -> tuple[UOp, ...]:
+    """The ranges a STORE closes, less those of one iteration that neither its target nor its value reads."""
+    unit = [r for r in store.src[2:] if r.op is Ops.RANGE and r.src[0].op is Ops.CONST and r.src[0].arg == 1]
+    if not unit:  # the usual case: no need to look at what the store reads
+        return store.src[2:]
+    reads = set(store.src[0].toposort()) | set(store.src[1].toposort())
+    return tuple(r for r in store.src[2:] if r not in unit or r in reads)
+
+
+def buffer_under(u: UOp) -> UOp | None:
+    """The BUFFER that a view of a buffer, or of an assign to one, reads; None for a computed value."""
+    while u.op in GroupOp.Movement or u.op is Ops.ASSIGN:
+        u = u.src[0]
+    return u if u.op is Ops.BUFFER else None
+
+
+# ops whose sources are read at the op's own index
+_SAME_INDEX = GroupOp.Elementwise | {Ops.NOOP}
+
+
+def reads_target_elsewhere(target: UOp, value: UOp) -> bool:
+    """Whether an assign's `value` reads the target's buffer at an index other than the one it stores to.
+
+    Elementwise ops read their sources at their own index. A read of the target's storage through
+    movement ops (`a[1:].assign(a[1:] * 2)` as an assign to the whole of `a`: the value pads a shrink of
+    `a` back into place) is at the store's own index when the movement ops map every element they read
+    onto the element the store writes: decided exactly, by applying them to the flat indices of the
+    buffer (`_flat_reads`). A reduce, another version of the buffer (a pending assign to it), or a
+    symbolic shape reads it elsewhere. Realized nodes (contiguous, copies, other buffers) are other
+    kernels: not looked into.
+    """
+    buf = buffer_under(target)
+    if buf is None:
+        return False
+    stores: np.ndarray | None = None
+    seen: set[tuple[UOp, tuple[UOp, ...] | None]] = set()
+    # (node, the movement ops between it and the value, innermost first; None once a reduce is passed)
+    stack: list[tuple[UOp, tuple[UOp, ...] | None]] = [(value, ())]
+    while stack:
+        u, path = stack.pop()
+        if (u, path) in seen:
+            continue
+        seen.add((u, path))
+        if u is target and path == ():
+            continue
+        if buffer_under(u) is buf:
+            if path is None:
+                return True
+            if stores is None:
+                stores = _flat_reads(target, ())
+            reads = _flat_reads(u, path)
+            if stores is None or reads is None or _storage(u) is not _storage(target):
+                return True
+            if reads.shape != stores.shape or np.any((reads >= 0) & (reads != stores)):
+                return True
+        elif u.op not in GroupOp.AlwaysContiguous:
+            if path is not None and u.op in GroupOp.Movement:
+                stack.append((u.src[0], (u, *path)))
+            else:
+                keep = path if path is not None and u.op in _SAME_INDEX else None
+                stack.extend((s, keep) for s in u.src)
+    return False
+
+
+def _storage(u: UOp) -> UOp:
+    """The version of a buffer a view reads: the BUFFER below its movement ops, or a pending ASSIGN."""
+    while u.op in GroupOp.Movement:
+        u = u.src[0]
+    return u
+
+
+# the most elements whose reads `_flat_reads` enumerates; larger values count as read elsewhere
+FLAT_READS_LIMIT = 1 << 22
+
+
+def _flat_reads(view: UOp, path: tuple[UOp, ...]) -> np.ndarray | None:
+    """For every element of `path` applied to `view` (a view of a buffer; `path` innermost first), the
+    flat buffer index it reads, or -1 for padding. None when a shape is symbolic or too large."""
+    chain: list[UOp] = []
+    u = view
+    while u.op in GroupOp.Movement or u.op is Ops.ASSIGN:
+        if u.op in GroupOp.Movement:
+            chain.append(u)
+        u = u.src[0]
+    if u.op is not Ops.BUFFER or not isinstance(u.arg, int) or u.arg > FLAT_READS_LIMIT:
+        return None
+    x = np.arange(u.arg, dtype=np.int64)
+    for op in [*reversed(chain), *path]:  # from the buffer up
+        if not all(isinstance(d, int) for d in (op.shape or ())) or op.size > FLAT_READS_LIMIT:
+            return None
+        x = _move(x, op)
+        if x is None:
+            return None
+    return x
+
+
+def _move(x: np.ndarray, op: UOp) -> np.ndarray | None:
+    """One movement op applied to an array of flat indices (padding reads -1)."""
+    arg = op.arg
+    if op.op is Ops.RESHAPE:
+        return x.reshape(arg)
+    if op.op is Ops.EXPAND:
+        return np.broadcast_to(x, arg)
+    if op.op is Ops.PERMUTE:
+        return x.transpose(arg)
+    if op.op is Ops.FLIP:
+        return np.flip(x, tuple(i for i, f in enumerate(arg) if f))
+    if op.op is Ops.SHRINK:
+        if not all(isinstance(v, int) for pair in arg for v in pair):
+            return None
+        return x[tuple(slice(s, e) for s, e in arg)]
+    if op.op is Ops.PAD:
+        if not all(isinstance(v, int) for pair in arg for v in pair):
+            return None
+        return np.pad(x, arg, constant_values=-1)
+    return None
+
+
+def is_pointer(dt: DType) -> bool:
+    return isinstance(dt, PtrDType)
+
+
+SCHEDULE_HELPERS = {
+    "shrink_indices": shrink_indices, "permute_indices": permute_indices, "flip_indices": flip_indices,
+    "index_each": index_each, "const_shaped": const_shaped, "merge_tags": merge_tags,
+    "cheap_to_recompute": cheap_to_recompute, "substitute_all": substitute_all, "is_pointer": is_pointer,
+    "axes_to_end": axes_to_end, "independent_of": independent_of, "affine_in": affine_in,
+    "sum_commutes_with_cast": sum_commutes_with_cast, "used_or_longer_ranges": used_or_longer_ranges,
+    "reads_target_elsewhere": reads_target_elsewhere, "buffer_under": buffer_under,
+    "reshape_indices": reshape_indices, "pad_indices": pad_indices, "pad_valid": pad_valid,
+    "expand_indices": expand_indices, "expand_end": expand_end, "unindexed": unindexed,
+}

@@ -1,0 +1,123 @@
+"""A structural safety check of kernel ASTs: no kernel reads a buffer it writes at another index.
+
+The numpy interpreter evaluates every load before any store lands, so a kernel that reads
+`buf[r1*3 + r0]` while it writes `buf[r0*3 + r1]` gives the right answer there, and the wrong
+one on any backend that runs its lanes element by element or in parallel. The rule checked here
+is the one a backend can rely on: every LOAD from a buffer the kernel also STOREs to uses the
+same index expression as the store (validity gates aside: a gated lane reads or writes the same
+address or nothing; where the expressions differ, the addresses are compared lane by lane), and no
+buffer is bound to two of a kernel's DEFINE_GLOBALs. Every LOAD and STORE index must also be inside
+its buffer on the lanes its gate lets through (runtime/schedule/kernel_bounds.py).
+
+`create_schedule` runs `check_kernel` on every kernel it makes and refuses an unsafe schedule.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from rulec.runtime.schedule.kernel_bounds import evaluate_lanes, gate_and_address, out_of_bounds
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
+
+
+class UnsafeKernelError(RuntimeError):
+    """A kernel reads a buffer it writes at a different index, binds one buffer twice, or may index
+    outside a buffer."""
+
+
+# the number of kernels checked in this process (tests report it)
+checked = 0
+
+
+def _global_of(u: UOp) -> UOp | None:
+    """The DEFINE_GLOBAL under an INDEX (or a STORE read back), if any."""
+    while u.op in (Ops.INDEX, Ops.STORE):
+        u = u.src[0]
+    return u if u.op is Ops.DEFINE_GLOBAL else None
+
+
+def _address(index: UOp) -> tuple[UOp, ...]:
+    """The index expressions of an INDEX without their validity gates."""
+    return tuple(i.src[1] if i.op is Ops.WHERE and i.src[2].op is Ops.INVALID else i for i in index.src[1:])
+
+
+def unsafe_reads(ast: UOp) -> list[str]:
+    """Why `ast` is unsafe: one line per LOAD that reads a stored buffer at a different index."""
+    stores = [st for st in (ast.src if ast.op is Ops.SINK else (ast,)) if st.op is Ops.STORE]
+    written: dict[UOp, set[tuple[UOp, ...]]] = {}
+    for st in stores:
+        if (g := _global_of(st.src[0])) is not None:
+            written.setdefault(g, set()).add(_address(st.src[0]))
+    problems: list[str] = []
+    for u in ast.toposort():
+        if u.op is not Ops.LOAD or u.src[0].op is not Ops.INDEX:
+            continue
+        g = _global_of(u.src[0])
+        if g is None or g not in written:
+            continue
+        read = _address(u.src[0])
+        others = [w for w in written[g] if w != read and not _same_on_every_lane(u.src[0], w)]
+        for w in others:
+            problems.append(f"buf{g.arg} is read at [{', '.join(map(_text, read))}] "
+                            f"and written at [{', '.join(map(_text, w))}]")
+    return problems
+
+
+def _same_on_every_lane(index: UOp, written: tuple[UOp, ...]) -> bool:
+    """Whether a gated load's address equals the stored address on every lane the load's gate lets
+    through, though the expressions differ (`12 + ((r1 - 2) * 6 + r0) % 6` is `r0 + 6 * r1` where
+    `r1 == 2`): decided exactly over the loop nest, when it is small enough (kernel_bounds.EXACT_LIMIT)."""
+    if len(index.src) != 2 or len(written) != 1:
+        return False
+    vals = evaluate_lanes([index.src[1], written[0]])
+    if isinstance(vals, str):
+        return False
+    shape = np.broadcast_shapes(*(np.shape(v) for v in vals.values()))
+    keep, addr = gate_and_address(index.src[1], vals, shape)
+    return bool(np.all(addr[keep] == np.broadcast_to(vals[written[0]], shape)[keep]))
+
+
+def check_kernel(ast: UOp, buffers: Sequence[UOp] = ()) -> None:
+    """Raise UnsafeKernelError when `ast` (bound to `buffers`, if given) is not safe to run lane by lane."""
+    global checked
+    checked += 1
+    problems = unsafe_reads(ast) + out_of_bounds(ast, _sizes(ast, buffers))
+    seen: dict[UOp, int] = {}
+    for i, b in enumerate(buffers):
+        if b in seen:
+            problems.append(f"buf{seen[b]} and buf{i} are one buffer (aliased arguments)")
+        seen.setdefault(b, i)
+    if problems:
+        from rulec.backends.kernel_text import kernel_text
+
+        raise UnsafeKernelError("unsafe kernel: " + "; ".join(problems) + "\nkernel:\n" + kernel_text(ast))
+
+
+def _sizes(ast: UOp, buffers: Sequence[UOp]) -> dict[UOp, int]:
+    """The element count of each DEFINE_GLOBAL: its pointer's size, or the bound buffer's if smaller."""
+    out: dict[UOp, int] = {}
+    for g in ast.toposort():
+        if g.op is Ops.DEFINE_GLOBAL:
+            size = getattr(g.dtype, "size", -1)
+            if isinstance(g.arg, int) and 0 <= g.arg < len(buffers) and isinstance(buffers[g.arg].arg, int):
+                size = buffers[g.arg].arg if size < 0 else min(size, buffers[g.arg].arg)
+            out[g] = size
+    return out
+
+
+def _text(u: UOp, depth: int = 0) -> str:
+    # a short rendering of an index expression for the error message
+    if depth > 20:
+        return "..."
+    if u.op is Ops.CONST:
+        return str(u.arg)
+    if u.op is Ops.RANGE:
+        return f"r{u.arg[0]}"
+    if u.op is Ops.DEFINE_VAR:
+        return str(u.arg[0])
+    names = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "/", Ops.MOD: "%", Ops.SUB: "-"}
+    if u.op in names and len(u.src) == 2:
+        return f"({_text(u.src[0], depth + 1)} {names[u.op]} {_text(u.src[1], depth + 1)})"
+    return f"{u.op.name}({', '.join(_text(s, depth + 1) for s in u.src)})"

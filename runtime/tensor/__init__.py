@@ -1,0 +1,1 @@
+"""The tinygrad-compatible Tensor frontend and realization."""

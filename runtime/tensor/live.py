@@ -1,0 +1,16 @@
+"""What realization needs to know of the frontend, kept below both: the live tensors, and which graphs
+have no device (so the realizer never imports the Tensor class)."""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
+
+# every live Tensor: realizing a graph must update each tensor that shares it
+all_tensors: weakref.WeakSet[Any] = weakref.WeakSet()
+
+def is_virtual(uop: UOp) -> bool:
+    """True when the graph reads no buffer and no user-made constant: it has no device to live on."""
+    return not any(u.op is Ops.BUFFER or (u.op is Ops.CONST and u.src) for u in uop.toposort())

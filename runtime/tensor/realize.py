@@ -1,0 +1,128 @@
+"""Realization: schedule tensors into kernels, run them, and make the tensors point at buffers.
+
+The kernels run on the numpy reference interpreter (runtime/interpret/interpret.py); a
+backend can replace `run_item`. Copies and views are not kernels.
+
+Two kinds of tensors are never scheduled. One of no elements has nothing to compute (`to_numpy` gives
+an empty array). One with no device (runtime/tensor/tensor.py: an `arange` and what is computed from it) stays
+a function of its indices; `to_numpy` computes it with one kernel of its own and leaves the tensor as
+it was.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rulec.runtime import buffers
+from rulec.runtime.interpret.interpret import run_kernel
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.schedule.pipeline import Pipeline, ScheduleItem, create_schedule
+from rulec.runtime.tensor.live import all_tensors, is_virtual
+from rulec.runtime.ir.uop import UOp, substitute
+
+if TYPE_CHECKING:
+    from rulec.runtime.tensor.tensor import Tensor
+
+def _sink(tensors) -> UOp:
+    # a tensor of no elements needs no kernel; one without a device is never stored
+    return UOp.sink(*[t.uop for t in tensors if 0 not in t.shape and not is_virtual(t.uop)])
+
+
+def schedule(*tensors: Tensor, pipeline: Pipeline | None = None) -> list[ScheduleItem]:
+    """The kernels that realizing `tensors` would run, in order (nothing runs)."""
+    items, _ = create_schedule(_sink(tensors), pipeline)
+    return items
+
+
+def run_item(item: ScheduleItem, var_vals: dict[str, int] | None = None) -> None:
+    arrays = [buffers.ensure_allocated(b) for b in item.buffers]
+    values = dict(var_vals or {})
+    for b in item.bound_vars:
+        values[b.src[0].arg[0]] = b.src[1].arg
+    run_kernel(item.ast, arrays, values)
+
+
+def _empty_as_const(u: UOp) -> UOp:
+    """`u` with every part of no elements replaced by a constant of its shape (with `u`'s device).
+
+    Such a part has no values, and a view of it (a pad) reads only padding: it needs no buffer, and
+    the tensor's own graph must not keep computing it (the scheduler's `empty-is-const` rule does
+    the same inside the schedule).
+    """
+    empty = [x for x in u.toposort() if x.op not in _LEAVES and x.shape and 0 in x.shape and x.base.op is not Ops.CONST]
+    if not empty:
+        return u
+    device = () if is_virtual(u) else (UOp(Ops.DEVICE, arg="CPU"),)
+
+    def const_view(x: UOp) -> UOp:
+        c = UOp.const(x.dtype, 0, device)
+        return UOp(Ops.EXPAND, x.dtype, (UOp(Ops.RESHAPE, x.dtype, (c,), (1,) * len(x.shape)),), tuple(x.shape))
+
+    return substitute(u, {x: const_view(x) for x in empty})
+
+
+_LEAVES = {Ops.BUFFER, Ops.UNIQUE, Ops.DEVICE, Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.SINK}
+
+
+def realize(*tensors: Tensor, pipeline: Pipeline | None = None) -> list[ScheduleItem]:
+    """Schedule, run every kernel, and replace the realized graphs by their buffers."""
+    for t in tensors:
+        t.uop = _empty_as_const(t.uop)
+    items, becomes = create_schedule(_sink(tensors), pipeline)
+    for item in items:
+        run_item(item)
+    # a view of existing buffers is its own value: rebinding it to a copy the schedule made (an assign's
+    # value is stored to a fresh buffer first) would detach its readers from a buffer later assigns write
+    becomes = {u: v for u, v in becomes.items() if not _is_view(u)}
+    if becomes:
+        done = {u: _after_run(v) for u, v in becomes.items()}
+        # every live tensor that shares a realized graph points at the buffers from now on
+        for t in list(all_tensors):
+            if t.uop in done:
+                t.uop = done[t.uop]
+            elif any(p in done for p in t.uop.toposort()):
+                t.uop = substitute(t.uop, done)
+    return items
+
+
+def _is_view(u: UOp) -> bool:
+    return all(x.op in _VIEW_OPS for x in u.toposort())
+
+
+def _compute_virtual(u: UOp) -> UOp:
+    """Store a tensor that has no device into a fresh buffer (one kernel); returns a view of it."""
+    if all(x.op in _VIEW_OPS for x in u.toposort()):
+        return u  # constants only: nothing to compute
+    out = UOp(Ops.CONTIGUOUS, u.dtype, (u,))
+    items, becomes = create_schedule(UOp.sink(out))
+    for item in items:
+        run_item(item)
+    return _after_run(becomes[out])
+
+
+def _after_run(u: UOp) -> UOp:
+    """Once kernels ran, an ASSIGN of a kernel is just its buffer."""
+    assigns = {a: a.src[0] for a in u.toposort() if a.op is Ops.ASSIGN and len(a.src) > 1
+               and a.src[1].op is Ops.KERNEL}
+    return substitute(u, assigns) if assigns else u
+
+
+def to_numpy(t: Tensor) -> np.ndarray:
+    """Realize `t` and read it back; a view of a buffer is read through its movement ops on the host."""
+    from rulec.runtime.interpret.lazy_eval import evaluate
+
+    if 0 in t.shape:
+        return np.zeros(t.shape, buffers.numpy_dtype(t.dtype))
+    if is_virtual(t.uop):
+        return evaluate(_compute_virtual(t.uop))
+    realize(t)
+    # only views and constants may be left: anything else would be computed here, hiding a scheduler bug
+    left = {u.op for u in t.uop.toposort()} - _VIEW_OPS
+    if left:
+        raise RuntimeError(f"realize left unscheduled ops {sorted(o.name for o in left)} in a tensor of shape {t.shape}")
+    return evaluate(t.uop)
+
+
+_VIEW_OPS = {Ops.BUFFER, Ops.UNIQUE, Ops.DEVICE, Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.RESHAPE, Ops.EXPAND,
+             Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP}

@@ -1,0 +1,1133 @@
+"""`Tensor`: a tinygrad-compatible frontend that builds the tensor-level graph of docs/tensor-ir.md.
+
+A Tensor is a thin wrapper around one UOp (`self.uop`); every method builds new nodes and nothing is
+computed until `realize()` / `numpy()` (runtime/tensor/realize.py), or `lazy_numpy()` (runtime/interpret/lazy_eval.py,
+a direct numpy evaluation used by tests). Realization replaces `self.uop` by a view of a BUFFER.
+
+Graph conventions (the contract of docs/tensor-ir.md):
+* data (lists, arrays, `rand`, `randn`) becomes a realized BUFFER, with a RESHAPE to the shape on top
+  (always, even when it is a no-op, so a realized tensor always looks the same);
+* a constant of shape `s` is `CONST.reshape((1,)*len(s)).expand(s)`; a constant the user made
+  (`Tensor(3.0)`, `full`, `zeros`, `ones`) has a DEVICE source, a Python scalar inside an op has none;
+* `arange` is lazy: IOTA (0, 1, ..., n-1) cast, scaled and shifted;
+* broadcasting is explicit: RESHAPE (leading 1s) then EXPAND; other no-op movement ops are not built;
+* reductions are REDUCE_AXIS (reduced axes kept as 1) followed by a RESHAPE that drops them unless
+  `keepdim`; axes of size 1 are not reduced at all (they need no work);
+* transcendental functions are built from EXP2 / LOG2 / SIN / SQRT / RECIP.
+
+Arguments (shapes, axes, pads, shrinks, constants) are checked by runtime/tensor/tensor_args.py: numpy's rules,
+errors that name the argument, integer constants that wrap into their dtype (docs/tensor-ir.md).
+
+Dtype promotion: a binary op between tensors of different kinds (bool < int < float) takes the dtype
+of the higher kind (tinygrad's lattice: int32 + float32 -> float32, not numpy's float64); within a kind
+it follows numpy (int8 + uint8 -> int16, float16 + float32 -> float32; bfloat16, which numpy lacks,
+wins over ints and loses to float32/float64, and bfloat16 + float16 -> float32). Python scalars are weak
+(tinygrad): they take the tensor's dtype unless they are of a higher kind, in which case they bring the
+default dtype of their kind (float32 for floats, int32 for ints).
+
+Tensors without a device (tinygrad 0.14's "virtual" tensors): a graph that reads no buffer and no
+user-made constant (an `arange` and what is computed from it with Python scalars) has nowhere to be
+stored. `realize()` and `schedule()` leave it lazy, as a function of its indices that every consumer
+recomputes inside its own kernel; `numpy()` computes it with one kernel. `device` is None for it.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from rulec.runtime import buffers
+from rulec.runtime.tensor import tensor_args
+from rulec.runtime.tensor.live import all_tensors, is_virtual
+from rulec.runtime.ir.dtype import DType, dtypes
+from rulec.runtime.engine.helpers import identity_element
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.shape import prod
+from rulec.runtime.ir.uop import UOp
+
+__all__ = ["Tensor", "dtypes", "least_upper_dtype"]
+
+Scalar = bool | int | float
+DEFAULT_FLOAT = dtypes.float32
+DEFAULT_INT = dtypes.int32
+_LOG2_E = 1 / math.log(2)
+_LN_2 = math.log(2)
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+# ---------------------------------------------------------------------------------------- dtypes
+
+
+def _kind(dt: DType) -> int:
+    """0 bool, 1 integer, 2 float: the order in which kinds win in a promotion."""
+    return 0 if dt.kind == "bool" else 2 if dt.is_float else 1
+
+
+def least_upper_dtype(*dts: DType) -> DType:
+    """The dtype a binary op between tensors of these dtypes computes in (see the module docstring)."""
+    top = max(_kind(d) for d in dts)
+    cands = [d for d in dts if _kind(d) == top]
+    if dtypes.bfloat16 in cands:
+        floats = [d for d in cands if d != dtypes.bfloat16]
+        if dtypes.float16 in floats:
+            floats.append(dtypes.float32)  # neither half type holds the other
+        return max(floats, key=lambda d: d.itemsize, default=dtypes.bfloat16)
+    return buffers.from_numpy_dtype(np.result_type(*(buffers.numpy_dtype(d) for d in cands)))
+
+
+def _scalar_dtype(v: Scalar) -> DType:
+    return dtypes.bool if isinstance(v, bool) else DEFAULT_INT if isinstance(v, int) else DEFAULT_FLOAT
+
+
+def _promote(items: Sequence[Tensor | Scalar]) -> DType:
+    """The common dtype of tensors and weak Python scalars."""
+    tensor_dts = [x.dtype for x in items if isinstance(x, Tensor)]
+    scalar_dts = [_scalar_dtype(x) for x in items if not isinstance(x, Tensor)]
+    best = least_upper_dtype(*tensor_dts) if tensor_dts else None
+    for sd in scalar_dts:
+        if best is None or _kind(sd) > _kind(best):
+            best = sd
+    assert best is not None
+    return best
+
+
+def _sum_dtype(dt: DType) -> DType:
+    """Sums accumulate small integers in 32 bits (as tinygrad); floats and 64-bit ints keep their dtype."""
+    if dt.kind == "bool" or (dt.kind == "int" and dt.itemsize < 4):
+        return dtypes.int32
+    if dt.kind == "uint" and dt.itemsize < 4:
+        return dtypes.uint32
+    return dt
+
+
+def _float_dtype(dt: DType) -> DType:
+    return dt if dt.is_float else DEFAULT_FLOAT
+
+
+def _numpy_to_dtype(arr: np.ndarray, from_python: bool) -> DType:
+    """The dtype of data: numpy arrays keep theirs, Python data gets tinygrad's defaults."""
+    if not from_python:
+        return buffers.from_numpy_dtype(arr.dtype)
+    if arr.dtype.kind == "b":
+        return dtypes.bool
+    if arr.dtype.kind in "iu":
+        fits = arr.size == 0 or (arr.min() >= dtypes.int32.min and arr.max() <= dtypes.int32.max)
+        # numpy makes ints in [2**63, 2**64) uint64: int64 would turn them negative
+        return DEFAULT_INT if fits else dtypes.uint64 if arr.max() > dtypes.int64.max else dtypes.int64
+    if arr.dtype.kind == "f":
+        return DEFAULT_FLOAT
+    raise TypeError(f"cannot make a Tensor from Python data of numpy dtype {arr.dtype}")
+
+
+# ---------------------------------------------------------------------------------------- shapes
+
+
+def _shape_args(shape: Any, rest: tuple, what: str = "shape") -> tuple:
+    """`f((2, 3))` and `f(2, 3)` both mean (2, 3), as in tinygrad; entries are type-checked integers,
+    bound variables or None (reshape keeps that axis). Ranges are checked by the caller."""
+    return tensor_args.int_tuple(shape, rest, what, allow_none=True)
+
+
+def _varshape(shape: tuple) -> tuple:
+    """The shape of a new tensor `f(*shape)` where f takes `f(2, 3)` or `f((2, 3))`: sizes >= 0."""
+    return tensor_args.new_shape(shape)
+
+
+def _broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """numpy's broadcast of shapes; ValueError naming them when they do not broadcast."""
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out = []
+    for dims in zip(*padded):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            raise ValueError("cannot broadcast " + " with ".join(str(tuple(s)) for s in shapes))
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def _norm_axis(axis: int, ndim: int, shape: tuple) -> int:
+    return tensor_args.axis(axis, ndim, shape)
+
+
+def _flat(pairs: Iterable[Iterable[int]]) -> tuple[int, ...]:
+    return tuple(x for p in pairs for x in p)
+
+
+def _pair(v: int | Sequence[int], name: str) -> tuple[int, int]:
+    return tensor_args.int_pair(v, name)
+
+
+
+
+def _realize_module() -> Any:
+    # imported late: realize.py imports this module; import_module also lets tests substitute it
+    return importlib.import_module("rulec.runtime.tensor.realize")
+
+
+# ---------------------------------------------------------------------------------------- Tensor
+
+
+class Tensor:
+    """A lazy tensor: `self.uop` is the tensor-level graph that computes it."""
+
+    __slots__ = ("uop", "__weakref__")
+    __array_ufunc__ = None  # `ndarray + Tensor` must defer to Tensor.__radd__, not loop in numpy
+    _seed: int = 0
+    _rng_counter: int = 0
+
+    def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None):
+        _check_device(device)
+        dtype = to_dtype(dtype)
+        if isinstance(data, Tensor):
+            uop = data.uop
+        elif isinstance(data, UOp):
+            uop = data
+        elif isinstance(data, np.generic):  # before float: np.float64 subclasses float
+            uop = _const(dtype or buffers.from_numpy_dtype(data.dtype), data.item(), _ON_DEVICE)
+        elif isinstance(data, (bool, int, float)):
+            uop = _const(dtype or _scalar_dtype(data), data, _ON_DEVICE)
+        elif isinstance(data, np.ndarray):
+            uop = _buffer_view(data, dtype or buffers.from_numpy_dtype(data.dtype))
+        elif isinstance(data, (list, tuple)):
+            arr = tensor_args.python_data(np.array(data), dtype)
+            uop = _buffer_view(arr, dtype or _numpy_to_dtype(arr, from_python=True))
+        else:
+            raise TypeError(f"cannot make a Tensor from {type(data).__name__}")
+        if dtype is not None and uop.dtype != dtype:
+            uop = UOp(Ops.CAST, dtype, (uop,))
+        self.uop: UOp = uop
+        all_tensors.add(self)
+
+    # ------------------------------------------------------------------ facts
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.uop.shape)
+
+    @property
+    def dtype(self) -> DType:
+        return self.uop.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def device(self) -> str | None:
+        """"CPU", or None for a tensor with no storage (see the module docstring)."""
+        return None if is_virtual(self.uop) else "CPU"
+
+    def numel(self) -> int:
+        return int(prod(self.shape))
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"<Tensor shape={self.shape} dtype={self.dtype.name} op={self.uop.op.name}>"
+
+    def __hash__(self) -> int:
+        return id(self)  # `==` builds a comparison, so hashing is by identity (as tinygrad)
+
+    def __bool__(self) -> bool:
+        raise TypeError("the truth value of a Tensor is ambiguous; realize it with .numpy() or .item()")
+
+    # ------------------------------------------------------------------ creation
+
+    @staticmethod
+    def empty(*shape: Any, device: str | None = None, dtype: DType | str | None = None) -> Tensor:
+        """An uninitialized buffer of this shape (float32 by default)."""
+        _check_device(device)
+        shape, dtype = _varshape(shape), to_dtype(dtype)
+        return Tensor(_reshape_buffer(buffers.new_buffer_uop(dtype or DEFAULT_FLOAT, int(prod(shape))), shape))
+
+    @staticmethod
+    def full(shape: Any, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        """A constant: `CONST.reshape((1,)*n).expand(shape)`; the dtype follows the value by default."""
+        _check_device(device)
+        shape, dtype = _varshape((shape,)), to_dtype(dtype)
+        return Tensor(fill_value, dtype=dtype or _scalar_dtype(fill_value))._broadcast_to(shape)
+
+    @staticmethod
+    def zeros(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        return Tensor.full(_varshape(shape), 0, to_dtype(dtype) or DEFAULT_FLOAT, device)
+
+    @staticmethod
+    def ones(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        return Tensor.full(_varshape(shape), 1, to_dtype(dtype) or DEFAULT_FLOAT, device)
+
+    def zeros_like(self, dtype: DType | str | None = None) -> Tensor:
+        return Tensor.zeros(self.shape, dtype=to_dtype(dtype) or self.dtype)
+
+    def ones_like(self, dtype: DType | str | None = None) -> Tensor:
+        return Tensor.ones(self.shape, dtype=to_dtype(dtype) or self.dtype)
+
+    def full_like(self, fill_value: Scalar, dtype: DType | str | None = None) -> Tensor:
+        return Tensor.full(self.shape, fill_value, dtype=to_dtype(dtype) or self.dtype)
+
+    @staticmethod
+    def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | str | None = None,
+               device: str | None = None) -> Tensor:
+        """`start, start+step, ...` below `stop`, lazily: element i is `start + i*step`, computed in
+        `dtype` inside the kernels that use it. It has no device (see the module docstring)."""
+        _check_device(device)
+        dtype = to_dtype(dtype)
+        if stop is None:
+            start, stop = 0, start
+        n = tensor_args.arange_length(start, stop, step)
+        if dtype is None:
+            dtype = DEFAULT_FLOAT if any(isinstance(v, float) for v in (start, stop, step)) else DEFAULT_INT
+        tensor_args.check_arange_fits(start, step, n, dtype)
+        index_dtype = tensor_args.arange_index_dtype(n, dtype)
+        # a narrow integer dtype too small for the indices computes in the index dtype, then casts
+        compute = index_dtype if dtype.kind in ("int", "uint") else dtype
+        x = Tensor(UOp(Ops.IOTA, index_dtype, (), n)).cast(compute)
+        x = x if step == 1 else x * _weak(step, compute)
+        x = x if start == 0 else x + _weak(start, compute)
+        return x.cast(dtype)
+
+    @staticmethod
+    def manual_seed(seed: int = 0) -> None:
+        """Seed `rand`/`randn`: after `manual_seed(n)`, the k-th call draws from numpy's generator (n, k)."""
+        Tensor._seed, Tensor._rng_counter = int(seed), 0
+
+    @staticmethod
+    def _rng(seed: int | None) -> np.random.Generator:
+        if seed is not None:
+            return np.random.default_rng(seed)
+        Tensor._rng_counter += 1
+        return np.random.default_rng((Tensor._seed, Tensor._rng_counter))
+
+    @staticmethod
+    def rand(*shape: Any, seed: int | None = None, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        """Uniform in [0, 1). Generated by numpy on the host into a realized buffer (tinygrad computes it
+        on the device with threefry, so the values differ from tinygrad's)."""
+        _check_device(device)
+        shape = _varshape(shape)
+        dtype = to_dtype(dtype) or DEFAULT_FLOAT
+        values = np.asarray(Tensor._rng(seed).random(shape, dtype=np.float32))
+        return Tensor(values.astype(buffers.numpy_dtype(dtype)), dtype=dtype)
+
+    @staticmethod
+    def randn(*shape: Any, seed: int | None = None, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        """Standard normal; host-generated like `rand`."""
+        _check_device(device)
+        shape = _varshape(shape)
+        dtype = to_dtype(dtype) or DEFAULT_FLOAT
+        values = np.asarray(Tensor._rng(seed).standard_normal(shape, dtype=np.float32))
+        return Tensor(values.astype(buffers.numpy_dtype(dtype)), dtype=dtype)
+
+    # ------------------------------------------------------------------ graph building helpers
+
+    def _mop(self, op: Ops, arg: Any) -> Tensor:
+        return Tensor(UOp(op, self.dtype, (self.uop,), arg))
+
+    def _unary(self, op: Ops) -> Tensor:
+        return Tensor(UOp(op, self.dtype, (self.uop,)))
+
+    def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
+        """Explicit broadcast: RESHAPE to add leading 1s, then EXPAND."""
+        if self.shape == shape:
+            return self
+        _broadcast_shape(self.shape, shape)  # raises with both shapes named
+        x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if self.ndim < len(shape) else self
+        return x.expand(shape)
+
+    @staticmethod
+    def _operands(*items: Any, dtype: DType | None = None) -> list[Tensor]:
+        """Tensors and scalars promoted to one dtype (or `dtype`) and broadcast to one shape."""
+        items = tuple(_operand(x) for x in items)
+        dt = dtype or _promote(items)
+        tensors = [x.cast(dt) if isinstance(x, Tensor) else _weak(x, dt) for x in items]
+        shape = _broadcast_shape(*(t.shape for t in tensors))
+        return [t._broadcast_to(shape) for t in tensors]
+
+    def _binary(self, op: Ops, other: Any, reverse: bool = False, float_only: bool = False) -> Tensor:
+        a, b = Tensor._operands(other, self) if reverse else Tensor._operands(self, other)
+        if float_only and not a.dtype.is_float:
+            a, b = a.cast(DEFAULT_FLOAT), b.cast(DEFAULT_FLOAT)
+        return Tensor(UOp(op, a.dtype, (a.uop, b.uop)))
+
+    def _compare(self, op: Ops, other: Any, reverse: bool = False) -> Tensor:
+        a, b = Tensor._operands(other, self) if reverse else Tensor._operands(self, other)
+        return Tensor(UOp(op, dtypes.bool, (a.uop, b.uop)))
+
+    def _inverse(self) -> Tensor:
+        """An order-reversing map without overflow: -x for floats, ~x for ints, not x for bools."""
+        if self.dtype.is_float:
+            return -self
+        if self.dtype == dtypes.bool:
+            return self.logical_not()
+        ones = -1 if self.dtype.kind == "int" else self.dtype.max
+        return self._binary(Ops.XOR, _weak(ones, self.dtype))
+
+    def _to_float(self) -> Tensor:
+        return self.cast(_float_dtype(self.dtype))
+
+    # ------------------------------------------------------------------ elementwise: arithmetic
+
+    def add(self, x: Any, reverse: bool = False) -> Tensor:
+        return self._binary(Ops.ADD, x, reverse)
+
+    def sub(self, x: Any, reverse: bool = False) -> Tensor:
+        return self._binary(Ops.SUB, x, reverse)
+
+    def mul(self, x: Any, reverse: bool = False) -> Tensor:
+        return self._binary(Ops.MUL, x, reverse)
+
+    def div(self, x: Any, reverse: bool = False) -> Tensor:
+        """True division; integer operands divide in float32 (as tinygrad)."""
+        return self._binary(Ops.FDIV, x, reverse, float_only=True)
+
+    def pow(self, x: Any, reverse: bool = False) -> Tensor:
+        return self._binary(Ops.POW, x, reverse)
+
+    def maximum(self, x: Any) -> Tensor:
+        return self._binary(Ops.MAX, x)
+
+    def minimum(self, x: Any) -> Tensor:
+        a, b = Tensor._operands(self, x)
+        return a._inverse().maximum(b._inverse())._inverse()
+
+    def where(self, x: Any, y: Any) -> Tensor:
+        """`x` where self is true, else `y` (self is the condition, as in tinygrad)."""
+        cond = self.cast(dtypes.bool)
+        x_, y_ = Tensor._operands(x, y)
+        shape = _broadcast_shape(cond.shape, x_.shape)
+        c, a, b = cond._broadcast_to(shape), x_._broadcast_to(shape), y_._broadcast_to(shape)
+        return Tensor(UOp(Ops.WHERE, a.dtype, (c.uop, a.uop, b.uop)))
+
+    def __add__(self, x: Any) -> Tensor: return self.add(x)
+    def __radd__(self, x: Any) -> Tensor: return self.add(x, reverse=True)
+    def __sub__(self, x: Any) -> Tensor: return self.sub(x)
+    def __rsub__(self, x: Any) -> Tensor: return self.sub(x, reverse=True)
+    def __mul__(self, x: Any) -> Tensor: return self.mul(x)
+    def __rmul__(self, x: Any) -> Tensor: return self.mul(x, reverse=True)
+    def __truediv__(self, x: Any) -> Tensor: return self.div(x)
+    def __rtruediv__(self, x: Any) -> Tensor: return self.div(x, reverse=True)
+    def __pow__(self, x: Any) -> Tensor: return self.pow(x)
+    def __rpow__(self, x: Any) -> Tensor: return self.pow(x, reverse=True)
+    def __matmul__(self, x: Tensor) -> Tensor: return self.matmul(x)
+    def __rmatmul__(self, x: Any) -> Tensor: return Tensor(x).matmul(self)
+    def __neg__(self) -> Tensor: return self.neg()
+    def __abs__(self) -> Tensor: return self.abs()
+    def __invert__(self) -> Tensor: return self._invert()
+    def __and__(self, x: Any) -> Tensor: return self._binary(Ops.AND, x)
+    def __or__(self, x: Any) -> Tensor: return self._binary(Ops.OR, x)
+    def __xor__(self, x: Any) -> Tensor: return self._binary(Ops.XOR, x)
+
+    # ------------------------------------------------------------------ elementwise: comparisons
+
+    def __lt__(self, x: Any) -> Tensor: return self._compare(Ops.CMPLT, x)
+    def __gt__(self, x: Any) -> Tensor: return self._compare(Ops.CMPLT, x, reverse=True)
+    def __le__(self, x: Any) -> Tensor: return self._compare(Ops.CMPLT, x) | self._compare(Ops.CMPEQ, x)
+    def __ge__(self, x: Any) -> Tensor: return self.__gt__(x) | self._compare(Ops.CMPEQ, x)
+    def __eq__(self, x: Any) -> Tensor: return self._compare(Ops.CMPEQ, x)  # type: ignore[override]
+    def __ne__(self, x: Any) -> Tensor: return self._compare(Ops.CMPNE, x)  # type: ignore[override]
+
+    def eq(self, x: Any) -> Tensor:
+        return self == x
+
+    def ne(self, x: Any) -> Tensor:
+        return self != x
+
+    def _invert(self) -> Tensor:
+        if self.dtype.is_float:
+            raise TypeError(f"~ needs a bool or integer tensor, not {self.dtype.name}")
+        return self._inverse()  # logical not for bools, bitwise not for ints
+
+    def logical_not(self) -> Tensor:
+        return self.cast(dtypes.bool)._compare(Ops.CMPNE, True)
+
+    # ------------------------------------------------------------------ elementwise: unary
+
+    def neg(self) -> Tensor:
+        return self.logical_not() if self.dtype == dtypes.bool else self._unary(Ops.NEG)
+
+    def abs(self) -> Tensor:
+        if self.dtype.kind in ("bool", "uint"):
+            return self
+        return self.maximum(-self)
+
+    def reciprocal(self) -> Tensor:
+        return self._to_float()._unary(Ops.RECIP)
+
+    def sqrt(self) -> Tensor:
+        return self._to_float()._unary(Ops.SQRT)
+
+    def rsqrt(self) -> Tensor:
+        return self.sqrt().reciprocal()
+
+    def exp2(self) -> Tensor:
+        return self._to_float()._unary(Ops.EXP2)
+
+    def exp(self) -> Tensor:
+        return (self._to_float() * _LOG2_E).exp2()  # e^x = 2^(x log2 e)
+
+    def log2(self) -> Tensor:
+        return self._to_float()._unary(Ops.LOG2)
+
+    def log(self) -> Tensor:
+        return self.log2() * _LN_2  # ln x = log2(x) ln 2
+
+    def sin(self) -> Tensor:
+        return self._to_float()._unary(Ops.SIN)
+
+    def cos(self) -> Tensor:
+        return (math.pi / 2 - self._to_float()).sin()
+
+    def tan(self) -> Tensor:
+        return self.sin() / self.cos()
+
+    def square(self) -> Tensor:
+        return self * self
+
+    def relu(self) -> Tensor:
+        return self.maximum(0)
+
+    def sigmoid(self) -> Tensor:
+        return (1 + (-self._to_float()).exp()).reciprocal()
+
+    def tanh(self) -> Tensor:
+        return 2 * (2 * self._to_float()).sigmoid() - 1
+
+    def gelu(self, approximate: str = "tanh") -> Tensor:
+        """approximate="tanh": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (the default, as tinygrad);
+        "none": 0.5 x (1 + erf(x / sqrt(2)))."""
+        x = self._to_float()
+        if approximate == "tanh":
+            return 0.5 * x * (1 + (_SQRT_2_OVER_PI * x * (1 + 0.044715 * x * x)).tanh())
+        if approximate == "none":
+            return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
+        raise ValueError(f"gelu approximate must be 'tanh' or 'none', not {approximate!r}")
+
+    def sign(self) -> Tensor:
+        """-1, 0 or 1 in self's dtype."""
+        return (self > 0).where(1, (self < 0).where(-1, 0)).cast(self.dtype)
+
+    def erf(self) -> Tensor:
+        """The error function, Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7)."""
+        x = self._to_float()
+        t = 1 / (1 + 0.3275911 * x.abs())
+        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+        return x.sign() * (1 - poly * (-(x * x)).exp())
+
+    def clip(self, min_: Any, max_: Any) -> Tensor:
+        return self.maximum(min_).minimum(max_)
+
+    def cast(self, dtype: DType | str) -> Tensor:
+        dtype = to_dtype(dtype)
+        if dtype is None:
+            raise TypeError("cast needs a dtype, not None")
+        return self if self.dtype == dtype else Tensor(UOp(Ops.CAST, dtype, (self.uop,)))
+
+    def int(self) -> Tensor:
+        return self.cast(dtypes.int32)
+
+    def float(self) -> Tensor:
+        return self.cast(dtypes.float32)
+
+    def half(self) -> Tensor:
+        return self.cast(dtypes.float16)
+
+    def double(self) -> Tensor:
+        return self.cast(dtypes.float64)
+
+    def long(self) -> Tensor:
+        return self.cast(dtypes.int64)
+
+    def bool(self) -> Tensor:
+        return self.cast(dtypes.bool)
+
+    # ------------------------------------------------------------------ reductions
+
+    def _axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
+        return tensor_args.axes(axis, self.ndim, self.shape, reduction=True)
+
+    def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
+        axes = self._axes(axis)
+        work = tuple(a for a in axes if self.shape[a] != 1)  # reducing an axis of size 1 is a no-op
+        kept = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+        if any(self.shape[a] == 0 for a in work) and 0 not in kept:
+            # a reduction over nothing is its identity (tinygrad too); a constant needs no kernel
+            value = identity_element(op, self.dtype)
+            out = (_weak(value, self.dtype) if is_virtual(self.uop) else Tensor(value, dtype=self.dtype))._broadcast_to(kept)
+        else:
+            out = Tensor(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, work))) if work else self
+        if keepdim:
+            return out.reshape(kept)
+        return out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+    def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
+            dtype: DType | str | None = None) -> Tensor:
+        return self.cast(dtype or _sum_dtype(self.dtype))._reduce(Ops.ADD, axis, keepdim)
+
+    def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
+             dtype: DType | str | None = None) -> Tensor:
+        return self.cast(dtype or _sum_dtype(self.dtype))._reduce(Ops.MUL, axis, keepdim)
+
+    def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self._reduce(Ops.MAX, axis, keepdim)
+
+    def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self._inverse().max(axis, keepdim)._inverse()
+
+    def _count(self, axis: int | Sequence[int] | None) -> int:
+        return int(prod(self.shape[a] for a in self._axes(axis)))
+
+    def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """sum / n, in float (integer tensors are averaged in float32)."""
+        return self._to_float().sum(axis, keepdim) / self._count(axis)
+
+    def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        """sum((x - mean)^2) / (n - correction), the unbiased estimate by default (as tinygrad)."""
+        x = self._to_float()
+        d = x - x.mean(axis, keepdim=True)
+        return (d * d).sum(axis, keepdim) / max(0, self._count(axis) - correction)
+
+    def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        return self.var(axis, keepdim, correction).sqrt()
+
+    def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        """The index of the first maximum along `axis` (of the flattened tensor if None), as int32. As
+        numpy: NaN is the maximum (the first NaN wins), and an empty axis is a ValueError."""
+        ax = self._arg_reduce_axis(axis, "argmax")
+        if ax is None:
+            out = self.flatten().argmax(0)
+            return out.reshape((1,) * self.ndim) if keepdim else out
+        n = self.shape[ax]
+        is_max = self == self.max(ax, keepdim=True)
+        if self.dtype.is_float:  # the max of an axis with a NaN is NaN, equal to nothing: pick the NaNs
+            is_max = is_max | (self != self)
+        # counting down, the first maximum has the largest index from the end
+        from_end = Tensor.arange(n - 1, -1, -1).reshape(tuple(n if i == ax else 1 for i in range(self.ndim)))
+        return (n - 1) - is_max.where(from_end, 0).max(ax, keepdim)
+
+    def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        self._arg_reduce_axis(axis, "argmin")
+        return self._inverse().argmax(axis, keepdim)  # -NaN is NaN: the first NaN wins here too
+
+    def _arg_reduce_axis(self, axis: Any, name: str) -> int | None:
+        """The one axis of argmax/argmin (None: the flattened tensor, also for axis 0 or -1 of a 0-d
+        tensor, as numpy); an empty one is numpy's ValueError."""
+        if axis is not None and self.ndim == 0:
+            tensor_args.axis(axis, 1, self.shape)
+            axis = None
+        if axis is None:
+            if self.numel() == 0:
+                raise ValueError(f"attempt to get {name} of an empty sequence: the shape is {self.shape}")
+            return None
+        ax = _norm_axis(axis, self.ndim, self.shape)
+        if self.shape[ax] == 0:
+            raise ValueError(f"attempt to get {name} of an empty sequence: axis {axis} of shape {self.shape}")
+        return ax
+
+    # ------------------------------------------------------------------ movement
+
+    def reshape(self, shape: Any, *args: int) -> Tensor:
+        """New shape of the same size; one -1 is inferred, None keeps that axis."""
+        new = _shape_args(shape, args)
+        if any(s is None for s in new[self.ndim:]):
+            raise ValueError(f"cannot reshape {self.shape} to {new}: None keeps an axis, and there is none there")
+        new = tuple(self.shape[i] if s is None else s for i, s in enumerate(new))
+        if new.count(-1) > 1 or any(isinstance(s, int) and s < -1 for s in new):
+            raise ValueError(f"cannot reshape {self.shape} to {new}")
+        if -1 in new:
+            known = int(prod(s for s in new if s != -1))
+            if known == 0 or self.numel() % known:
+                raise ValueError(f"cannot reshape {self.shape} to {new}")
+            new = tuple(self.numel() // known if s == -1 else s for s in new)
+        if prod(new) != self.numel():
+            raise ValueError(f"cannot reshape {self.shape} to {new}")
+        return self if new == self.shape else self._mop(Ops.RESHAPE, new)
+
+    def expand(self, shape: Any, *args: int) -> Tensor:
+        """Repeat axes of size 1; -1 keeps an axis; more axes than self are added in front."""
+        new = _shape_args(shape, args)
+        if len(new) < self.ndim:
+            raise ValueError(f"cannot expand {self.shape} to {new}")
+        old = (1,) * (len(new) - self.ndim) + self.shape
+        new = tuple(o if s is None or s == -1 else s for o, s in zip(old, new))
+        if any(o is not s and o != s and o != 1 for o, s in zip(old, new)) or any(isinstance(s, int) and s < 0 for s in new):
+            raise ValueError(f"cannot expand {self.shape} to {new}")
+        x = self.reshape(old)
+        return x if new == x.shape else x._mop(Ops.EXPAND, new)
+
+    def permute(self, order: Any, *args: int) -> Tensor:
+        axes = tensor_args.int_tuple(order, args, "permutation")
+        if len(axes) != self.ndim or any(not -self.ndim <= a < self.ndim for a in axes) \
+                or sorted(a % self.ndim for a in axes) != list(range(self.ndim)):
+            raise ValueError(f"bad permutation {axes} for shape {self.shape}")
+        axes = tuple(a % self.ndim for a in axes)
+        return self if axes == tuple(range(self.ndim)) else self._mop(Ops.PERMUTE, axes)
+
+    def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+        order = list(range(self.ndim))
+        a, b = (_norm_axis(d, self.ndim, self.shape) for d in tensor_args.int_tuple((dim0, dim1), (), "axis"))
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    @property
+    def T(self) -> Tensor:
+        """`transpose(1, 0)` as in tinygrad (numpy's .T reverses all axes; the same for 2-d)."""
+        return self.transpose()
+
+    def _norm_padding(self, padding: Any) -> tuple[tuple[int, int], ...]:
+        return tensor_args.pad_pairs(padding, self.ndim, self.shape)
+
+    def pad(self, padding: Any, mode: str = "constant", value: Scalar = 0.0) -> Tensor:
+        """Pad: ((before, after), ...) per axis (None: no padding), or torch-style flat ints. `mode` is
+        "constant" (with `value`; negative amounts crop), "reflect", "replicate" or "circular"."""
+        pads = self._norm_padding(padding)
+        if mode != "constant":
+            return self._pad_from_edges(pads, mode)
+        if any(s + min(b, 0) + min(a, 0) < 0 for s, (b, a) in zip(self.shape, pads)):  # crops overlap
+            raise ValueError(f"bad padding {padding} for shape {self.shape}")
+        x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for s, (b, a) in zip(self.shape, pads)))
+        grow = tuple((max(b, 0), max(a, 0)) for b, a in pads)
+        if not any(b or a for b, a in grow):
+            return x
+        padded = x._mop(Ops.PAD, grow)
+        if type(value) in (int, float) and value == 0:  # PAD fills zeros itself
+            return padded
+        # PAD fills zeros: select the fill value where a padded mask of True is False (promoting as `where`)
+        inside = _weak(True, dtypes.bool)._broadcast_to(x.shape)._mop(Ops.PAD, grow)
+        return inside.where(padded, value)
+
+    def _pad_from_edges(self, pads: tuple[tuple[int, int], ...], mode: str) -> Tensor:
+        """reflect / replicate / circular padding: pieces of the tensor itself, concatenated per axis."""
+        if mode not in ("reflect", "replicate", "circular"):
+            raise ValueError(f"pad mode must be constant, reflect, replicate or circular, not {mode!r}")
+        x = self
+        for ax, (b, a) in enumerate(pads):
+            n = x.shape[ax]
+            limit = n - 1 if mode == "reflect" else n if mode == "circular" else None
+            if min(b, a) < 0 or (limit is not None and max(b, a) > limit):
+                raise ValueError(f"{mode} padding {pads[ax]} does not fit axis {ax} of shape {self.shape}")
+            if not (b or a):
+                continue
+            if mode == "reflect":
+                left, right = _along(x, ax, 1, b + 1).flip(ax), _along(x, ax, n - 1 - a, n - 1).flip(ax)
+            elif mode == "circular":
+                left, right = _along(x, ax, n - b, n), _along(x, ax, 0, a)
+            else:
+                left, right = _along(x, ax, 0, 1, repeat=max(b, 1)), _along(x, ax, n - 1, n, repeat=max(a, 1))
+            x = Tensor.cat(*[t for t, k in ((left, b), (x, n), (right, a)) if k], dim=ax)
+        return x
+
+    def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
+        """Keep [start, end) of each axis (None: all of it)."""
+        bounds = tensor_args.shrink_bounds(arg, self.shape)
+        return self if all(b == 0 and e == s for s, (b, e) in zip(self.shape, bounds)) \
+            else self._mop(Ops.SHRINK, bounds)
+
+    def flip(self, axis: int | Sequence[int], *args: int) -> Tensor:
+        axes = tensor_args.axes((axis, *args) if args else axis, self.ndim, self.shape)
+        return self._mop(Ops.FLIP, tuple(i in axes for i in range(self.ndim))) if axes else self
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        d = _norm_axis(dim, self.ndim + 1, self.shape)
+        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+    def squeeze(self, dim: int | None = None) -> Tensor:
+        """Drop axes of size 1 (all of them, or `dim` if it has size 1; otherwise unchanged, as tinygrad)."""
+        if dim is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        d = _norm_axis(dim, self.ndim, self.shape)
+        return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        if self.ndim == 0:  # its only axis is 0 (or -1), as tinygrad
+            tensor_args.axis(start_dim, 1, self.shape), tensor_args.axis(end_dim, 1, self.shape)
+            return self.reshape(1)
+        a, b = _norm_axis(start_dim, self.ndim, self.shape), _norm_axis(end_dim, self.ndim, self.shape)
+        return self.reshape(self.shape[:a] + (int(prod(self.shape[a:b + 1])),) + self.shape[b + 1:])
+
+    def __getitem__(self, key: Any) -> Tensor:
+        """Basic indexing: ints (negative too), slices with step 1, `...` and None."""
+        shrink, out_shape = [], []
+        dim = 0
+        for k in self._expand_key(key):
+            if k is None:
+                out_shape.append(1)
+                continue
+            size = self.shape[dim]
+            if isinstance(k, slice):
+                start, stop, step = k.indices(size)
+                if step != 1:
+                    raise ValueError(f"only slices with step 1 are supported, got {k}")
+                shrink.append((start, max(start, stop)))
+                out_shape.append(max(start, stop) - start)
+            else:
+                i = int(k) + size if k < 0 else int(k)
+                if not 0 <= i < size:
+                    raise IndexError(f"index {k} is out of bounds for axis {dim} of shape {self.shape}")
+                shrink.append((i, i + 1))
+            dim += 1
+        return self.shrink(shrink).reshape(tuple(out_shape))
+
+    def _expand_key(self, key: Any) -> list[Any]:
+        key = list(key) if isinstance(key, tuple) else [key]
+        for k in key:
+            ok = k is None or k is Ellipsis or isinstance(k, slice) or \
+                (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)))
+            if not ok:
+                raise TypeError(f"unsupported index {k!r}: only ints, slices, ... and None")
+        if key.count(Ellipsis) > 1:
+            raise IndexError("an index can only have a single ellipsis")
+        real = sum(k is not None and k is not Ellipsis for k in key)
+        if real > self.ndim:
+            raise IndexError(f"too many indices for shape {self.shape}")
+        fill = [slice(None)] * (self.ndim - real)
+        if Ellipsis in key:
+            i = key.index(Ellipsis)
+            return key[:i] + fill + key[i + 1:]
+        return key + fill
+
+    def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+        """Concatenate along `dim`: each part padded to the full size, then added (one elementwise op)."""
+        parts = (self, *args)
+        _check_tensors("cat", args)
+        d = _norm_axis(dim, self.ndim, self.shape)
+        for t in args:
+            if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+                raise ValueError(f"cannot cat {self.shape} with {t.shape} along dim {dim}")
+        if not args:
+            return self
+        dt = least_upper_dtype(*(t.dtype for t in parts))
+        total = sum(t.shape[d] for t in parts)
+        offsets = np.cumsum([0] + [t.shape[d] for t in parts])
+        padded = [t.cast(dt).pad(tuple((int(o), int(total - o - t.shape[d])) if i == d else (0, 0)
+                                       for i in range(self.ndim))) for t, o in zip(parts, offsets)]
+        return functools.reduce(Tensor.add, padded)
+
+    def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+        _check_tensors("stack", args)
+        d = _norm_axis(dim, self.ndim + 1, self.shape)
+        for t in args:
+            if t.shape != self.shape:
+                raise ValueError(f"cannot stack {self.shape} with {t.shape}")
+        return self.unsqueeze(d).cat(*(t.unsqueeze(d) for t in args), dim=d)
+
+    # ------------------------------------------------------------------ composites
+
+    def matmul(self, w: Tensor, reverse: bool = False, dtype: DType | str | None = None) -> Tensor:
+        """numpy's matmul: (..., n, k) @ (..., k, m), batch axes broadcast, 1-d operands promoted and
+        dropped. Built as one multiply and one sum over k (the last axis), accumulated in `dtype` when
+        given. `reverse`: w @ self."""
+        w = w if isinstance(w, Tensor) else Tensor(w)
+        if reverse:
+            return w.matmul(self, dtype=dtype)
+        if self.ndim == 0 or w.ndim == 0:
+            raise ValueError(f"cannot matmul {self.shape} with {w.shape}: 0-d operand")
+        x = self.reshape(1, -1) if self.ndim == 1 else self
+        y = w.reshape(-1, 1) if w.ndim == 1 else w
+        if x.shape[-1] != y.shape[-2]:
+            raise ValueError(f"cannot matmul {self.shape} with {w.shape}: inner dimensions "
+                             f"{x.shape[-1]} and {y.shape[-2]} differ")
+        try:
+            _broadcast_shape(x.shape[:-2], y.shape[:-2])
+        except ValueError:
+            raise ValueError(f"cannot matmul {self.shape} with {w.shape}: batch dimensions "
+                             f"do not broadcast") from None
+        n, k, m = x.shape[-2], x.shape[-1], y.shape[-1]
+        xe = x.reshape(x.shape[:-2] + (n, 1, k))
+        ye = y.transpose(-1, -2).reshape(y.shape[:-2] + (1, m, k))
+        if dtype is not None:  # products in the accumulation dtype too: int8 @ int8 -> int32 must not wrap
+            xe, ye = xe.cast(dtype), ye.cast(dtype)
+        out = (xe * ye).sum(-1, dtype=dtype)
+        if self.ndim == 1:
+            out = out.squeeze(-2)
+        if w.ndim == 1:
+            out = out.squeeze(-1)
+        return out
+
+    def dot(self, w: Tensor, dtype: DType | str | None = None) -> Tensor:
+        return self.matmul(w, dtype=dtype)
+
+    def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        """x @ weight + bias (a 1-d weight scales elementwise, as tinygrad)."""
+        x = self * weight if weight.ndim == 1 else self.matmul(weight)
+        return x if bias is None else x + bias
+
+    def sequential(self, layers: Sequence[Callable[[Tensor], Tensor]]) -> Tensor:
+        return functools.reduce(lambda x, f: f(x), layers, self)
+
+    def softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+        x = self.cast(dtype) if dtype is not None else self
+        e = (x._to_float() - x.max(axis, keepdim=True)).exp()
+        return e / e.sum(axis, keepdim=True)
+
+    def log_softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+        x = self.cast(dtype) if dtype is not None else self
+        m = x._to_float() - x.max(axis, keepdim=True)
+        return m - m.exp().sum(axis, keepdim=True).log()
+
+    def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
+        """(x - mean) / sqrt(mean((x - mean)^2) + eps), without affine parameters."""
+        y = self._to_float() - self.mean(axis, keepdim=True)
+        return y * ((y * y).mean(axis, keepdim=True) + eps).rsqrt()
+
+    def cumsum(self, axis: int = 0) -> Tensor:
+        """Running sum along `axis`: out[j] = sum over i <= j, a masked sum with a triangular mask built
+        from arange comparisons (one reduction). A 0-d tensor is its own running sum (axis 0 or -1, as
+        tinygrad), in the dtype of a sum."""
+        if self.ndim == 0:
+            tensor_args.axes(axis, 0, (), reduction=True)
+            return self.cast(_sum_dtype(self.dtype))
+        ax = _norm_axis(axis, self.ndim, self.shape)
+        n = self.shape[ax]
+        x = self.transpose(ax, -1)
+        idx = Tensor.arange(n)
+        lower = idx.reshape(n, 1) >= idx.reshape(1, n)  # [j, i]: i <= j
+        return lower.where(x.unsqueeze(-2), 0).sum(-1).transpose(ax, -1)
+
+    def _pool(self, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...] | None = None) -> Tensor:
+        """Sliding windows with dilation: out[..., o, k] = self[..., o*s + k*d]. The dense windows of span
+        d*(k-1)+1, padded to d*k and split (k, d), keep the first of every d."""
+        if dilation is None or all(d == 1 for d in dilation):
+            return self._pool_dense(kernel, stride)
+        x = self._pool_dense(tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation)), stride)
+        lead = x.shape[:-len(kernel)]
+        x = x.pad(((0, 0),) * len(lead) + tuple((0, d - 1) for d in dilation))
+        x = x.reshape(lead + _flat(zip(kernel, dilation)))
+        x = x.shrink(tuple((0, s) for s in lead) + _flat(((0, k), (0, 1)) for k in kernel))
+        return x.reshape(lead + tuple(kernel))
+
+    def _pool_dense(self, kernel: tuple[int, ...], stride: tuple[int, ...]) -> Tensor:
+        """Sliding windows over the last len(kernel) axes with movement ops only:
+        (..., i1, i2) -> (..., o1, o2, k1, k2), out[..., o, k] = self[..., o*s + k].
+
+        Per axis of size i: repeat it e times and flatten (position p holds x[p mod i]); rows of i+1 make
+        row k start at x[k]; taking every s-th column of a row gives x[o*s + k]."""
+        nk, pre = len(kernel), self.shape[:-len(kernel)]
+        ins = self.shape[-nk:]
+        outs = tuple((i - k) // s + 1 for i, k, s in zip(ins, kernel, stride))
+        reps = tuple(math.ceil(k * (i + 1) / i) for i, k in zip(ins, kernel))
+        keep = ((0, s) for s in pre)
+        x = self.reshape(pre + _flat((1, i) for i in ins)).expand(pre + _flat(zip(reps, ins)))
+        x = x.reshape(pre + tuple(e * i for e, i in zip(reps, ins)))
+        x = x.shrink(tuple(keep) + tuple((0, k * (i + 1)) for i, k in zip(ins, kernel)))
+        x = x.reshape(pre + _flat((k, i + 1) for i, k in zip(ins, kernel)))
+        # make each row exactly o*s long: shrink, or pad when s > k+1 (padding is never selected)
+        lens = _flat((k, o * s) for k, o, s in zip(kernel, outs, stride))
+        x = x.shrink(tuple((0, s) for s in pre) + tuple((0, min(n, m)) for n, m in zip(x.shape[len(pre):], lens)))
+        x = x.pad(((0, 0),) * len(pre) + tuple((0, m - n) for n, m in zip(x.shape[len(pre):], lens)))
+        x = x.reshape(pre + _flat((k, o, s) for k, o, s in zip(kernel, outs, stride)))
+        x = x.shrink(tuple((0, s) for s in pre) + _flat(((0, k), (0, o), (0, 1)) for k, o in zip(kernel, outs)))
+        x = x.reshape(pre + _flat(zip(kernel, outs)))
+        p = len(pre)
+        outs_axes, kernel_axes = tuple(p + 2 * d + 1 for d in range(nk)), tuple(p + 2 * d for d in range(nk))
+        return x.permute(tuple(range(p)) + outs_axes + kernel_axes)
+
+    def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
+               dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
+               dtype: DType | str | None = None) -> Tensor:
+        """NCHW convolution (cross-correlation, as torch/tinygrad) with an OIHW weight; arguments in
+        tinygrad's order. `padding` is an int, (pad_h, pad_w), or torch-style (left, right, top, bottom).
+        Windows come from movement ops (`_pool`), so the whole convolution is one multiply and one sum,
+        accumulated in `dtype` when given."""
+        if self.ndim != 4 or weight.ndim != 4:
+            raise ValueError(f"conv2d needs a 4-d input and weight, got {self.shape} and {weight.shape}")
+        n, cin, _, _ = self.shape
+        cout, cin_g, kh, kw = weight.shape
+        groups = tensor_args.as_int(groups, "conv2d groups")
+        if groups < 1 or cin != cin_g * groups or cout % groups:
+            raise ValueError(f"conv2d: input {self.shape} does not match weight {weight.shape} with groups={groups}")
+        if not isinstance(padding, (tuple, list)) or len(padding) == 2:
+            (ph, pw) = _pair(padding, "padding")
+            pads = ((ph, ph), (pw, pw))
+        elif len(padding) == 4:
+            pads = ((padding[2], padding[3]), (padding[0], padding[1]))
+        else:
+            raise ValueError(f"conv2d padding must be an int, a pair or 4 ints, got {padding}")
+        x = self.pad(((0, 0), (0, 0)) + tuple(pads))
+        if x.shape[2] < kh or x.shape[3] < kw:
+            raise ValueError(f"conv2d: kernel {(kh, kw)} is larger than the padded input {x.shape[2:]}")
+        strides, dilations = _pair(stride, "stride"), _pair(dilation, "dilation")
+        if min(strides) < 1 or min(dilations) < 1:
+            raise ValueError(f"conv2d stride and dilation must be >= 1, got {stride} and {dilation}")
+        x = x._pool((kh, kw), strides, dilations)  # (n, cin, oh, ow, kh, kw)
+        oh, ow = x.shape[2:4]
+        x = x.reshape(n, groups, 1, cin_g, oh, ow, kh, kw)
+        w = weight.reshape(1, groups, cout // groups, cin_g, 1, 1, kh, kw)
+        if dtype is not None:
+            x, w = x.cast(dtype), w.cast(dtype)
+        out = (x * w).sum((3, 6, 7), dtype=dtype).reshape(n, cout, oh, ow)
+        return out if bias is None else out + bias.reshape(1, cout, 1, 1)
+
+    # ------------------------------------------------------------------ realization
+
+    def realize(self, *lst: Tensor) -> Tensor:
+        """Compute self (and `lst`) into buffers; `Tensor.realize(a, b)` works too."""
+        _realize_module().realize(self, *lst)
+        return self
+
+    def schedule(self, *lst: Tensor) -> Any:
+        """The kernels that would realize self (and `lst`), without running them."""
+        return _realize_module().schedule(self, *lst)
+
+    def numpy(self) -> np.ndarray:
+        return _realize_module().to_numpy(self)
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def item(self) -> Scalar:
+        if self.numel() != 1:
+            raise ValueError(f"item() needs one element, the shape is {self.shape}")
+        return self.numpy().reshape(-1)[0].item()
+
+    def lazy_numpy(self) -> np.ndarray:
+        """The value computed directly from the graph by numpy (runtime/interpret/lazy_eval.py), no scheduling."""
+        from rulec.runtime.interpret.lazy_eval import evaluate
+
+        return evaluate(self.uop)
+
+    def contiguous(self) -> Tensor:
+        """A buffer of its own holding self. Its node carries a unique id: nodes are hash-consed, and two
+        `contiguous()` of one value are still two buffers (assigning to one never changes the other)."""
+        return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), buffers.unique_id()))
+
+    def assign(self, x: Any) -> Tensor:
+        """Make self's buffer take the value `x` when realized: self.uop becomes ASSIGN(self.uop, x)."""
+        if not isinstance(x, Tensor):
+            x = Tensor.full(self.shape, x, self.dtype) if isinstance(x, (bool, int, float)) else Tensor(x, dtype=self.dtype)
+        if x.shape != self.shape:
+            raise ValueError(f"cannot assign a tensor of shape {x.shape} to one of shape {self.shape}")
+        if x.dtype != self.dtype:
+            raise ValueError(f"cannot assign a {x.dtype.name} tensor to a {self.dtype.name} tensor")
+        base, chain = _view_of_storage(self.uop)
+        if base is None or not chain or (whole := _value_in_base(base, chain, x.uop)) is None:
+            self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+            return self
+        # an assign to a view writes the tensor it views: as tinygrad 0.14, every live tensor that reads
+        # the viewed storage reads it after the assign from now on (the base too, realized or not). Assigns
+        # made before keep the values they were given (numpy's order): they are not looked into.
+        after = UOp(Ops.ASSIGN, base.dtype, (base, whole))
+        for t in list(all_tensors):
+            t.uop = _replace_outside_assigns(t.uop, base, after)
+        return self
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+_ON_DEVICE = (UOp(Ops.DEVICE, arg="CPU"),)
+
+
+def to_dtype(dtype: DType | str | None) -> DType | None:
+    """A dtype argument: a DType, its name (`"int32"`, or an alias such as `"float"`), or None."""
+    if dtype is None or isinstance(dtype, DType):
+        return dtype
+    if isinstance(dtype, str):
+        return dtypes.from_name(dtype)
+    raise TypeError(f"expected a dtype or a dtype name, not {type(dtype).__name__}")
+
+
+def _check_tensors(name: str, args: tuple) -> None:
+    for i, t in enumerate(args):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} takes Tensors; argument {i + 1} is {type(t).__name__}")
+
+
+def _check_device(device: str | None) -> None:
+    # kernels run on the reference interpreter; other devices are a backend's business, not silently CPU
+    if device is not None and device.upper() != "CPU":
+        raise ValueError(f"device {device!r} is not available: rulec tensors live on 'CPU'")
+
+
+def _along(x: Tensor, axis: int, lo: int, hi: int, repeat: int = 1) -> Tensor:
+    """x[..., lo:hi, ...] on `axis`; a slice of length 1 can be repeated `repeat` times."""
+    part = x.shrink(tuple((lo, hi) if i == axis else None for i in range(x.ndim)))
+    return part if repeat == 1 else part.expand(tuple(repeat if i == axis else s for i, s in enumerate(part.shape)))
+
+
+def _weak(value: Scalar, dtype: DType) -> Tensor:
+    """A constant with no device: a Python scalar inside an op, which takes its partner's device."""
+    return Tensor(_const(dtype, value))
+
+
+def _const(dtype: DType, value: Scalar, src: tuple[UOp, ...] = ()) -> UOp:
+    """A CONST whose value fits its dtype (an integer wraps: tensor_args.const_value), so that every
+    evaluator and every rule reading its bounds agrees on it."""
+    return UOp.const(dtype, tensor_args.const_value(value, dtype), src)
+
+
+
+
+def _operand(x: Any) -> Tensor | Scalar:
+    """A Tensor, or a Python scalar (numpy scalars become weak Python scalars too)."""
+    if isinstance(x, (Tensor, bool, int, float)):
+        return x
+    if isinstance(x, np.generic):
+        return x.item()
+    return Tensor(x)
+
+
+def _replace_outside_assigns(root: UOp, old: UOp, new: UOp) -> UOp:
+    """`root` with `old` replaced by `new`, except inside ASSIGN nodes (other than `old` itself)."""
+    if old not in root.toposort():  # cached: most live tensors don't read `old` at all
+        return root
+    nodes = root.toposort(gate=lambda u: u is not old and u.op is not Ops.ASSIGN)
+    if old not in nodes:
+        return root
+    done: dict[UOp, UOp] = {old: new}
+    for u in nodes:
+        if u in done or u.op is Ops.ASSIGN:
+            continue
+        src = tuple(done.get(x, x) for x in u.src)
+        if src != u.src:
+            done[u] = u.replace(src=src)
+    return done.get(root, root)
+
+
+def _view_of_storage(u: UOp) -> tuple[UOp | None, list[UOp]]:
+    """The storage a view reads (a realized `BUFFER.reshape`, a bare BUFFER or a pending ASSIGN to one)
+    and the movement ops over it, outermost first; (None, []) when `u` is a computed value."""
+    chain: list[UOp] = []
+    while not (u.op in (Ops.BUFFER, Ops.ASSIGN) or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)):
+        if u.op not in _MOVEMENT:
+            return None, []
+        chain.append(u)
+        u = u.src[0]
+    return u, chain
+
+
+_MOVEMENT = {Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP}
+
+
+def _value_in_base(base: UOp, chain: list[UOp], value: UOp) -> UOp | None:
+    """The whole of `base` after the view `chain` (outermost first) of it takes `value`: the value moved
+    back through the inverse of each movement op, and the old contents where the view does not reach.
+    None when a movement op has no inverse (an expand or a pad writes some elements twice or nowhere)."""
+    mask: UOp | None = None  # where the view reaches; None: everywhere, each element once
+    for op in chain:
+        below = tuple(op.src[0].shape)
+        if op.op is Ops.SHRINK:
+            if mask is None:
+                true = UOp(Ops.RESHAPE, dtypes.bool, (UOp.const(dtypes.bool, True),), (1,) * len(op.shape))
+                mask = UOp(Ops.EXPAND, dtypes.bool, (true,), tuple(op.shape))
+            inverse: tuple[Ops, Any] = (Ops.PAD, tuple((s, n - e) for (s, e), n in zip(op.arg, below)))
+        elif op.op is Ops.PERMUTE:
+            inverse = (Ops.PERMUTE, tuple(sorted(range(len(op.arg)), key=op.arg.__getitem__)))
+        elif op.op in (Ops.FLIP, Ops.RESHAPE):
+            inverse = (op.op, op.arg if op.op is Ops.FLIP else below)
+        else:
+            return None
+        value = UOp(inverse[0], value.dtype, (value,), inverse[1])
+        mask = None if mask is None else UOp(inverse[0], mask.dtype, (mask,), inverse[1])
+    return value if mask is None else UOp(Ops.WHERE, value.dtype, (mask, value, base))
+
+
+def _reshape_buffer(buf: UOp, shape: tuple[int, ...]) -> UOp:
+    # always built, even as a no-op: a realized tensor is BUFFER + RESHAPE (docs/tensor-ir.md)
+    return UOp(Ops.RESHAPE, buf.dtype, (buf,), tuple(shape))
+
+
+def _buffer_view(arr: np.ndarray, dtype: DType) -> UOp:
+    return _reshape_buffer(buffers.from_numpy(arr, dtype), arr.shape)

@@ -1,0 +1,215 @@
+"""Argument checks of the Tensor frontend: shapes, sizes, axes, paddings, shrinks and constants.
+
+Every public `Tensor` method that takes one of these runs it through a function here, so a bad argument
+raises at the call, naming the argument, instead of being truncated or misread into a wrong answer.
+The rules follow numpy (docs/tensor-ir.md, "Frontend arguments"):
+
+* sizes, axes, pads and shrink bounds are integers: Python ints or numpy integers, never bools, floats
+  or strings (TypeError). A bound variable (a BIND/DEFINE_VAR UOp) is a symbolic size or bound.
+* sizes of a new tensor are >= 0 (ValueError); `reshape` infers one -1, `expand` keeps an axis at -1.
+* an axis out of range raises `AxisError`, both a ValueError and an IndexError (as numpy's).
+* an integer constant that does not fit its dtype wraps modulo 2**bits (tinygrad's rule, `const_value`).
+"""
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import numpy as np
+
+from rulec.runtime.ir.dtype import DType, dtypes
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
+
+__all__ = ["AxisError", "as_int", "int_tuple", "new_shape", "axis", "axes", "int_pair", "pad_pairs", "python_data",
+           "shrink_bounds", "const_value", "arange_length", "arange_index_dtype", "check_arange_fits"]
+
+
+class AxisError(ValueError, IndexError):
+    """An axis out of range for a shape (numpy's AxisError is also both)."""
+
+
+def _describe(v: Any) -> str:
+    return f"{type(v).__name__} {v!r}"
+
+
+def as_int(v: Any, what: str) -> int:
+    """`v` as an int; TypeError naming `what` for bools, floats, strings and anything else."""
+    if not isinstance(v, (bool, np.bool_)):
+        try:
+            return operator.index(v)  # ints, numpy integers, 0-d integer arrays; never floats
+        except TypeError:
+            pass
+    raise TypeError(f"{what} must be an integer, not {_describe(v)}")
+
+
+def _size_or_var(v: Any, what: str, allow_none: bool) -> Any:
+    if v is None and allow_none:
+        return None
+    if isinstance(v, UOp):
+        if v.op not in (Ops.BIND, Ops.DEFINE_VAR):
+            raise ValueError(f"{what}: a symbolic size must be a bound variable, not {v.op.name}")
+        return v
+    return as_int(v, what)
+
+
+def _is_one_value(x: Any) -> bool:
+    """True for a single argument (a number, a string, None, a UOp), False for a sequence of them."""
+    return x is None or isinstance(x, (UOp, str, bytes, int, float, np.generic)) or not hasattr(x, "__iter__") \
+        or (isinstance(x, np.ndarray) and x.ndim == 0)
+
+
+def int_tuple(first: Any, rest: tuple = (), what: str = "shape", allow_none: bool = False) -> tuple:
+    """`f((2, 3))` and `f(2, 3)` both mean (2, 3), as in tinygrad: the integers (or bound variables; None
+    where `allow_none`) given, type-checked. Ranges are the caller's business."""
+    if _is_one_value(first):
+        items = (first, *rest)
+    elif rest:
+        raise TypeError(f"give a {what} either as one tuple or as integers, not {(first, *rest)!r}")
+    else:
+        items = tuple(first)
+    return tuple(_size_or_var(v, f"{what} {items!r}: every entry", allow_none) for v in items)
+
+
+def new_shape(args: tuple, what: str = "shape") -> tuple:
+    """The shape of a new tensor, from `f(2, 3)`, `f((2, 3))` or `f()`: sizes >= 0, as numpy."""
+    shape = int_tuple(args[0], args[1:], what) if args else ()
+    if any(isinstance(s, int) and s < 0 for s in shape):
+        raise ValueError(f"negative dimensions are not allowed in {what} {shape}")
+    return shape
+
+
+def axis(a: Any, ndim: int, shape: tuple, what: str = "axis") -> int:
+    """One axis in [-ndim, ndim), made non-negative; `shape` is only for the message."""
+    i = as_int(a, what)
+    if not -ndim <= i < ndim:
+        raise AxisError(f"{what} {i} is out of range for shape {tuple(shape)}")
+    return i % ndim if ndim else 0
+
+
+def axes(arg: Any, ndim: int, shape: tuple, what: str = "axis", reduction: bool = False) -> tuple[int, ...]:
+    """None (all axes), one axis, or a sequence of distinct axes; sorted. A reduction of a 0-d tensor
+    also takes axis 0 (or -1), and reduces nothing: numpy's sum/max and tinygrad allow it."""
+    if arg is None:
+        return tuple(range(ndim))
+    items = (arg,) if _is_one_value(arg) else tuple(arg)
+    items = tuple(as_int(a, what) for a in items)  # every type before any range
+    scalar_axes = reduction and ndim == 0
+    out = tuple(axis(a, 1 if scalar_axes else ndim, shape, what) for a in items)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated axis in {what} {arg!r} for shape {tuple(shape)}")
+    return () if scalar_axes else tuple(sorted(out))
+
+
+def int_pair(v: Any, what: str) -> tuple[int, int]:
+    """An int meaning (v, v), or a pair of ints."""
+    if _is_one_value(v):
+        n = as_int(v, what)
+        return (n, n)
+    items = tuple(v)
+    if len(items) != 2:
+        raise ValueError(f"{what} must be an int or a pair, got {v!r}")
+    return (as_int(items[0], what), as_int(items[1], what))
+
+
+def pad_pairs(padding: Any, ndim: int, shape: tuple) -> tuple[tuple[int, int], ...]:
+    """((before, after), ...) per axis (None: no padding), or torch-style flat ints
+    (last_before, last_after, second_last_before, ...) for the trailing axes."""
+    bad = f"bad padding {padding!r} for shape {tuple(shape)}"
+    if _is_one_value(padding):
+        raise TypeError(f"{bad}: give a sequence of pairs or of ints")
+    items = tuple(padding)
+    if items and all(_is_one_value(p) and p is not None for p in items):
+        flat = tuple(as_int(p, f"padding {padding!r}: every entry") for p in items)
+        if len(flat) % 2 or len(flat) // 2 > ndim:
+            raise ValueError(bad)
+        pairs = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)][::-1]
+        return ((0, 0),) * (ndim - len(pairs)) + tuple(pairs)
+    pairs = tuple((0, 0) if p is None else int_pair(p, f"padding {padding!r}: every entry") for p in items)
+    if len(pairs) != ndim:
+        raise ValueError(bad)
+    return pairs
+
+
+def shrink_bounds(arg: Any, shape: tuple) -> tuple[tuple[Any, Any], ...]:
+    """[start, end) per axis (None: all of it), 0 <= start <= end <= size, as ints or bound variables.
+    A symbolic bound is checked over its whole range of values."""
+    bad = f"bad shrink {arg!r} for shape {tuple(shape)}"
+    if _is_one_value(arg):
+        raise TypeError(f"{bad}: give one (start, end) pair or None per axis")
+    pairs = [None if p is None else int_tuple(p, (), f"shrink {arg!r}") for p in arg]
+    if any(p is not None and len(p) != 2 for p in pairs):
+        raise ValueError(f"{bad}: each axis takes (start, end)")
+    if len(pairs) != len(shape):
+        raise ValueError(bad)
+    bounds = [(0, s) if p is None else p for s, p in zip(shape, pairs)]
+    lo = lambda d: d.vmin if isinstance(d, UOp) else d  # noqa: E731
+    hi = lambda d: d.vmax if isinstance(d, UOp) else d  # noqa: E731
+    if any(not (0 <= lo(b) and hi(b) <= lo(e) and hi(e) <= hi(s)) for s, (b, e) in zip(shape, bounds)):
+        raise ValueError(bad)
+    return tuple(bounds)
+
+
+def const_value(value: Any, dtype: DType) -> bool | int | float:
+    """The value a constant of `dtype` holds. Integers that do not fit an integer dtype wrap modulo
+    2**bits (two's complement), tinygrad's rule for constants and Python data (a C cast); floats stored in
+    an integer dtype are truncated toward zero first, and NaN or infinity there is a ValueError. Floats
+    are kept as Python floats: rounding to the dtype (overflow to inf) happens where they are computed."""
+    if dtype.kind == "bool":
+        return bool(value)
+    if dtype.kind in ("int", "uint"):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"cannot convert {value} to {dtype.name}: NaN and infinity have no integer value")
+        v, lo = int(value), int(dtype.min)
+        return (v - lo) % (1 << (8 * dtype.itemsize)) + lo
+    if dtype.kind == "float":
+        try:
+            return float(value)
+        except OverflowError:  # an int too large for a double is infinite in any float dtype
+            return math.inf if value > 0 else -math.inf
+    return value
+
+
+def arange_length(start: Any, stop: Any, step: Any) -> int:
+    """The number of elements of arange(start, stop, step): Python numbers, a finite non-zero step."""
+    for name, v in (("start", start), ("stop", stop), ("step", step)):
+        if not isinstance(v, (bool, int, float)):
+            raise TypeError(f"arange takes Python numbers; its {name} is {_describe(v)}")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"arange {name} must be finite, got {v}")
+    if step == 0:
+        raise ValueError("arange step must not be 0")
+    return max(0, math.ceil((stop - start) / step))
+
+
+def python_data(arr: np.ndarray, dtype: DType | None) -> np.ndarray:
+    """Python data (lists) as numpy read it, made to follow the constant rule (`const_value`): into an
+    integer dtype, floats truncate toward zero and ints beyond 64 bits (kept as objects by numpy) wrap;
+    NaN or infinity is a ValueError. Without a dtype, ints no 64-bit dtype holds are an OverflowError
+    naming the first one (numpy raises one too)."""
+    if arr.dtype != object and not (dtype is not None and dtype.kind in ("int", "uint") and arr.dtype.kind == "f"):
+        return arr
+    flat = arr.reshape(-1).tolist()
+    if dtype is None or not all(isinstance(v, (bool, int, float)) for v in flat):
+        big = next((v for v in flat if isinstance(v, int) and not -2**63 <= v < 2**64), None)
+        if dtype is None and big is not None:
+            raise OverflowError(f"Python int {big} does not fit int64 or uint64: give an integer dtype to wrap it")
+        return arr  # the caller names the data it cannot take
+    return np.array([const_value(v, dtype) for v in flat], dtype=object).reshape(arr.shape)
+
+
+def arange_index_dtype(n: int, dtype: DType) -> DType:
+    """The dtype of an arange's IOTA (0..n-1): its own integer dtype when that holds every index, else
+    int32 or int64 (a wrapped index would be a wrong answer)."""
+    if dtype.kind in ("int", "uint") and n - 1 <= dtype.max:
+        return dtype
+    return dtypes.int32 if n - 1 <= dtypes.int32.max else dtypes.int64
+
+
+def check_arange_fits(start: Any, step: Any, n: int, dtype: DType) -> None:
+    """Every value of an integer arange must fit its dtype (tinygrad raises too): wrapped, it would be
+    a wrong answer."""
+    last = start + (n - 1) * step
+    if n and dtype.kind in ("int", "uint") and not (dtype.min <= min(start, last) and max(start, last) <= dtype.max):
+        raise ValueError(f"arange values from {start} to {last} do not fit {dtype.name}: give a wider dtype")
