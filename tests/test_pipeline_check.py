@@ -107,8 +107,8 @@ PIPELINE_CASES = {
                                      "call 'builtins:print' is in Python's standard library; only functions defined "
                                      "in declared callback modules may be called"),
     "call of an undeclared module": ("rulec.runtime.schedule.callbacks.cleanups:collect_outputs",
-                                     "rulec.runtime.schedule.callbacks.assign:order_assigns", "rulec",
-                                     "callback module 'rulec.runtime.schedule.callbacks.assign' is not declared: list it under "
+                                     "rulec.runtime.schedule.callbacks.kernel:split_store", "rulec",
+                                     "callback module 'rulec.runtime.schedule.callbacks.kernel' is not declared: list it under "
                                      "`callbacks:` at the top of pipeline.yaml, or put the package rulec/ beside it"),
     "call of a missing function": ("cleanups:collect_outputs", "cleanups:collect_output", "rulec",
                                    "module 'rulec.runtime.schedule.callbacks.cleanups' has no function 'collect_output' "
@@ -127,7 +127,7 @@ PIPELINE_CASES = {
                                                 "only functions defined in declared callback modules may be called"),
     "context factory missing": ("children:ChildrenContext", "children:ChildContext", "rulec",
                                 "module 'rulec.runtime.schedule.callbacks.children' has no function 'ChildContext'"),
-    "declared standard library": ("callbacks: [", "callbacks: [os, ", "os",
+    "declared standard library": ("callbacks:\n", "callbacks:\n  - os\n", "os",
                                   "'os' is part of Python's standard library; callbacks must be defined in your own "
                                   "modules"),
     "invalid YAML": ("    context: rangeify\n", "    context: [rangeify\n", ":",

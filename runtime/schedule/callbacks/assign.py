@@ -18,14 +18,14 @@ def _raw_reads(a: UOp) -> list[UOp]:
     return [r for r in a.src[1].src if r.op is Ops.BUFFER and r is not a.src[0]]
 
 
-def order_assigns(s: UOp) -> UOp | None:
+def order_assigns(s: UOp) -> UOp:
     """Make every assign to a buffer wait for each kernel that reads the buffer's old contents.
 
     A kernel's source is a BUFFER when it reads the contents from before the schedule, and the ASSIGN
     when it reads what an assign wrote. Every assign to that buffer gains the reader's ASSIGN as a
     source, whatever the order the graph lists them in. A reader that itself depends on one of those
-    assigns (directly or through the new dependencies) can't be ordered: AssignCycleError. Runs on
-    the SINK; with every dependency in place it returns None.
+    assigns (directly or through the new dependencies) can't be ordered: AssignCycleError. A pipeline
+    step (a whole-graph pass over the SINK); it adds every dependency at once.
     """
     assigns = _assign_kernels(s)
     writers: dict[UOp, list[UOp]] = {}
@@ -38,7 +38,7 @@ def order_assigns(s: UOp) -> UOp | None:
                 if p is not u and u not in p.src and u not in deps.get(p, ()):
                     deps.setdefault(p, []).append(u)
     if not deps:
-        return None
+        return s
     _refuse_cycles(assigns, deps)
     new: dict[UOp, UOp] = {}
     for x in s.toposort():  # rebuild sources first, so each node is rebuilt once

@@ -17,11 +17,10 @@ class ChildrenContext:
     children: dict[UOp, list[UOp]] | None = None
 
 
-def find_children(ctx: ChildrenContext, x: UOp) -> None:
-    if ctx.children is not None:
-        return None
+def find_children(sink: UOp, ctx: ChildrenContext) -> UOp:
+    """A pipeline step (a whole-graph pass): record the nodes several consumers read, where gating pays."""
     ctx.children = {}
-    for node, users in x.get_children_map().items():
+    for node, users in sink.get_children_map().items():
         # a REALIZE, or a view of one, is a buffer already: readers share it without a gate (and a
         # view of it that is an output is never indexed, so a gate would wait forever)
         if node.base.op is Ops.REALIZE:
@@ -33,11 +32,11 @@ def find_children(ctx: ChildrenContext, x: UOp) -> None:
         topo = node.toposort()
         if any(u.op is Ops.REDUCE_AXIS for u in topo) and any(u.op in (Ops.BUFFER, Ops.CONTIGUOUS) for u in topo):
             ctx.children[node] = consumers
-    return None
+    return sink
 
 
 def mark_children(ctx: ChildrenContext, x: UOp) -> UOp | None:
-    assert ctx.children is not None, "children marking needs the SINK rule to run first"
+    assert ctx.children is not None, "children marking needs the pipeline's `find children` step first"
     # the SINK is not a consumer that takes ranges: its sources stay unmarked
     if x.op is Ops.SINK or not any(s in ctx.children for s in x.src):
         return None
