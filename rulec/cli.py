@@ -33,7 +33,7 @@ def _check_paths(paths: list[str]) -> list[str]:
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise SystemExit(_usage_error(f"no such file or directory: {', '.join(missing)}"))
-    from .parse import rule_files
+    from rulec.runtime.engine.artifacts import rule_files
 
     empty = [p for p in paths if Path(p).is_dir() and not rule_files([p])]
     if empty:  # checking nothing would pass: more likely a wrong folder than an intent

@@ -5,12 +5,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rulec.runtime.engine.artifacts import rule_files
+
 from .callback_check import verify_import
 from .check import check
 from .diagnostics import CompileError, Diagnostic, Reporter
 from .model import Rule, RuleFile, RuleSetDef
 from .optable_check import check_op_table, is_op_table
-from .parse import parse_file, rule_files
+from .parse import parse_file
 from .pipeline_check import PipelineSpec, is_pipeline_file, read_pipeline
 from .reading import SourceError, read_source
 

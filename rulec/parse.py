@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import difflib
 import keyword
-import os
 import re
 from pathlib import Path
 
@@ -343,20 +342,3 @@ def _read(text: str, node: YNode):
         return read_sexpr(text)
     except SexprError as e:
         raise _ReadError(str(e), node.loc_at(e.offset, text[e.offset:e.offset + 1]), e.length) from None
-
-
-def rule_files(paths: list[str | Path]) -> list[Path]:
-    """Expand folders into their *.yaml files (recursively), in a stable order.
-
-    The op table (ops.yaml) and pipeline files are among them: the compiler checks each by its kind.
-    A file named twice (itself and through its folder, or by two spellings) is read once.
-    """
-    out: list[Path] = []
-    seen: set[str] = set()
-    for p in map(Path, paths):
-        for f in sorted(p.rglob("*.yaml")) if p.is_dir() else [p]:
-            key = os.path.realpath(f)
-            if key not in seen:
-                seen.add(key)
-                out.append(f)
-    return out

@@ -76,7 +76,7 @@ def shipped_ruleset_names() -> set[str]:
     """The rule sets a stage may name: those of rulec's rules/ folder, which the runtime loads by name."""
     from rulec.runtime.resources import rules_dir
 
-    from .parse import rule_files
+    from rulec.runtime.engine.artifacts import rule_files
 
     names: set[str] = set()
     for f in rule_files([rules_dir()]):
