@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Protocol
 
-from rulec.runtime.engine.matcher import Matcher, RuleInfo, rule_error
+from rulec.runtime.engine.matcher import Matcher, RuleFailed, RuleInfo, rule_error
 from rulec.runtime.engine.trace import active_trace
 from rulec.runtime.ir.uop import UOp
 
@@ -45,6 +45,7 @@ class _Rewriter:
             raise TypeError(f"rules must be a Matcher or a loaded rule set, not {type(rules).__name__}")
         self.matcher = _as_matcher(rules)
         self.dispatch = self.matcher.dispatch
+        self.fast = self.matcher.fast
         self.ctx = ctx
         self.bottom_up = bottom_up
         self.name = name or self.matcher.name
@@ -63,27 +64,31 @@ class _Rewriter:
 
     # -- one rewrite at the root of one node
     def apply(self, n: UOp) -> UOp | None:
-        chain = self.dispatch.get(n.op)
+        chain = self.fast.get(n.op)
         if chain is None:
             return None
         if self.trace is not None:
-            return self._apply_traced(n, chain)
+            return self._apply_traced(n, self.dispatch[n.op])
         ctx = self.ctx
-        rid = -1
-        try:  # costs nothing unless a rule raises (Python 3.11)
-            for rid, fn in chain:
-                r = fn(n, ctx)
-                if r is not None and r is not n:
-                    self._count(n, r, rid)
-                    return r
-        except RewriteNotReady:
-            self.not_ready_rule = rid  # to name the rule if the node never gets ready
-            raise
-        except RewriteError:
-            raise
-        except Exception as e:
-            raise self._rule_failed(rid, e)
+        for shift, fn in chain:  # one op function per composed part, each trying its rules in order
+            try:
+                hit = fn(n, ctx)
+            except RuleFailed as f:
+                raise self._failed(shift + f.rid, f.error)
+            if hit is not None:
+                r, rid = hit
+                self._count(n, r, rid + shift)
+                return r
         return None
+
+    def _failed(self, rid: int, e: BaseException) -> BaseException:
+        """What the engine raises for error `e` in rule `rid` on the fast path, as the traced path would."""
+        if isinstance(e, RewriteNotReady):
+            self.not_ready_rule = rid  # to name the rule if the node never gets ready
+            return e
+        if isinstance(e, RewriteError):
+            return e
+        return self._rule_failed(rid, e)
 
     def _apply_traced(self, n: UOp, chain) -> UOp | None:
         rules, trace, ctx = self.matcher.rules, self.trace, self.ctx
