@@ -27,7 +27,7 @@ from pathlib import Path
 from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
-from rulec.runtime.resources import cache_root, prebuilt_dir  # noqa: F401  (part of this module's API)
+from rulec.runtime.resources import cache_root, prebuilt_dir
 
 if TYPE_CHECKING:
     from rulec.runtime.engine.ruleset import RuleSet
