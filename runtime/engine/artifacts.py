@@ -390,7 +390,6 @@ class Build:
     def ruleset(self, name: str) -> RuleSet:
         """The compiled rule set `name`, its matcher composed from its own and its included sets' generated
         modules; LoadFailed when an artifact is damaged or fails to import."""
-        from rulec.runtime.engine.matcher import Matcher
         from rulec.runtime.engine.ruleset import RuleSet
 
         entry = self.manifest["rulesets"][name]
@@ -403,7 +402,7 @@ class Build:
             whole = parts[0]
             for m in parts[1:]:
                 whole = whole + m
-            matcher = Matcher(name, whole.rules, whole.entries)
+            matcher = whole.named(name)
         return RuleSet(name=name, doc=entry["doc"], matcher=matcher, egglog_path=self.out / egg if egg else None,
                        egglog_sha256=entry["egglog_sha256"], has_callbacks=entry["has_callbacks"],
                        egglog_skipped=[(a, b) for a, b in entry["egglog_skipped"]])

@@ -1,6 +1,7 @@
 """The runtime form of a compiled rule set: rule metadata plus a dispatch table by root op."""
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -142,6 +143,13 @@ class Matcher:
         entries = Entries(self.entries + [(ops, rid + shift, fn) for ops, rid, fn in other.entries])
         entries.parts = self.entries.parts + [(s + shift, o, p) for s, o, p in other.entries.parts]
         return Matcher(f"{self.name}+{other.name}", self.rules + other.rules, entries)
+
+    def named(self, name: str) -> Matcher:
+        """This matcher under another name (a composed rule set is named after the set, not its parts); the
+        tables are shared, not rebuilt."""
+        out = copy.copy(self)
+        out.name = name
+        return out
 
     def __repr__(self) -> str:
         return f"<Matcher {self.name}: {len(self.rules)} rules>"
