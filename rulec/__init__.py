@@ -5,7 +5,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "load", "Tensor", "dtypes"]
+__all__ = ["__version__", "load", "Tensor", "dtypes", "Device"]
 
 
 def load(name_or_path, **kwargs):
@@ -34,6 +34,10 @@ def __getattr__(name: str) -> Any:
         from rulec.runtime.tensor.tensor import Tensor
 
         return Tensor
+    if name == "Device":
+        from rulec.runtime.device import Device
+
+        return Device
     if name == "dtypes":
         from rulec.runtime.ir.dtype import dtypes
 

@@ -300,4 +300,23 @@ def build_prebuilt(out_dir: str | Path) -> BuildResult:
     from rulec.runtime.ir.ops import write_op_table_cache
 
     write_op_table_cache(out)
+    _write_backend_data(out)
     return result
+
+
+def _write_backend_data(out: Path) -> None:
+    """Each backend's description, parsed, so an installed rulec renders kernels without a YAML parser."""
+    import hashlib
+
+    import yaml
+
+    from rulec.runtime.resources import data_cache_name, write_yaml_data_cache
+
+    backends = Path(__file__).resolve().parent.parent / "backends"
+    if not backends.is_dir():  # an installed rulec: the backends are a subpackage
+        import rulec.backends
+
+        backends = Path(rulec.backends.__file__).parent
+    for f in sorted(backends.glob("*/backend.yaml")):
+        text = f.read_bytes()
+        write_yaml_data_cache(out / data_cache_name(f, text), hashlib.sha256(text).hexdigest(), yaml.safe_load(text))

@@ -23,14 +23,17 @@ from rulec.runtime.engine.genlib import ExprLimitError
 from rulec.runtime.engine.helpers import (ATTRIBUTES, HELPERS as GENERIC_HELPERS, NAMESPACES, OPERATORS, SEQ_LIMIT,
                                           bounded_lshift, bounded_mul, bounded_pow, bounded_range)
 from rulec.runtime.ir.ops import GROUPS, Ops
+from rulec.runtime.codegen.helpers import CODEGEN_HELPERS
 from rulec.runtime.schedule.helpers import SCHEDULE_HELPERS
 
 from .diagnostics import Loc
 
-# The helpers a rule expression may call: the engine's generic ones and the scheduler's. The runtime keeps
-# them in two tables (the engine knows nothing of the scheduler); generated code imports each from its own.
+# The helpers a rule expression may call: the engine's generic ones, the scheduler's and codegen's. The runtime
+# keeps them in separate tables (the engine knows nothing of the scheduler); generated code imports each from
+# its own.
 HELPER_TABLES = (("rulec.runtime.engine.helpers", "HELPERS", GENERIC_HELPERS),
-                 ("rulec.runtime.schedule.helpers", "SCHEDULE_HELPERS", SCHEDULE_HELPERS))
+                 ("rulec.runtime.schedule.helpers", "SCHEDULE_HELPERS", SCHEDULE_HELPERS),
+                 ("rulec.runtime.codegen.helpers", "CODEGEN_HELPERS", CODEGEN_HELPERS))
 HELPERS = {name: fn for _, _, table in HELPER_TABLES for name, fn in table.items()}
 
 CAPTURE_PREFIX = "v_"

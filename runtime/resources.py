@@ -1,10 +1,14 @@
 """Where the shipped data files (the op table, the rule files) live."""
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import os
+import tempfile
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 
 @cache
@@ -28,3 +32,41 @@ def prebuilt_dir() -> Path:
     import rulec
 
     return Path(rulec.__file__).parent / "_prebuilt"
+
+
+def data_cache_name(path: Path, text: bytes) -> str:
+    """The name of the JSON copy of the YAML data file `path` with contents `text`."""
+    return f"{path.stem}-{hashlib.sha256(text).hexdigest()[:32]}.json"
+
+
+def read_yaml_data(path: Path) -> Any:
+    """A YAML data file (a backend's description), parsed once per content: the parsed data is kept as JSON
+    named by the file's hash (in a wheel's prebuilt folder, or the user cache), so a program runs without a
+    YAML parser until the file is edited."""
+    text = path.read_bytes()
+    digest, name = hashlib.sha256(text).hexdigest(), data_cache_name(path, text)
+    cached = cache_root() / "data" / name
+    for p in (prebuilt_dir() / name, cached):
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and data.get("source_sha256") == digest:
+                return data["data"]
+        except (OSError, ValueError):
+            pass
+    import yaml
+
+    data = yaml.safe_load(text)
+    write_yaml_data_cache(cached, digest, data)
+    return data
+
+
+def write_yaml_data_cache(path: Path, digest: str, data: Any) -> None:
+    """Best effort, atomically; an unwritable cache only costs a parse."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".rulec-tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"source_sha256": digest, "data": data}, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass

@@ -63,7 +63,8 @@ def test_no_runtime_module_imports_the_compiler():
            if m.startswith("rulec.") and not m.startswith(("rulec.runtime", "rulec.backends", "rulec.rules"))]
     assert bad == []
     yaml_users = {f for f, m, _ in imports if m.split(".")[0] == "yaml"}
-    assert yaml_users == {"ir/ops.py"}  # only to refresh its JSON cache of the op table when ops.yaml changed
+    # only to refresh the JSON caches of the op table and of data files (backends) when one changed
+    assert yaml_users == {"ir/ops.py", "resources.py"}
 
 
 def _run(env: dict[str, str]) -> dict:
@@ -114,9 +115,11 @@ def test_a_stale_build_without_a_compiler_is_a_clear_error(tmp_path, monkeypatch
 # ------------------------------------------------------------------ layers inside the runtime
 
 # Each subpackage may import only from the layers below it: the IR knows nothing of engines, the engines
-# nothing of the scheduler, the scheduler nothing of the Tensor frontend. `resources` (where files live)
-# and `buffers` (device memory) sit just above the standard library and the IR respectively.
-LAYERS = {"resources": 0, "ir": 1, "buffers": 2, "engine": 3, "interpret": 3, "schedule": 4, "tensor": 5}
+# nothing of the scheduler, the scheduler nothing of kernel lowering or the Tensor frontend. `resources`
+# (where files live) and `device` (device names) sit just above the standard library, `buffers` (device
+# memory) just above the IR. The backends (rulec.backends) sit between codegen and the Tensor frontend.
+LAYERS = {"resources": 0, "device": 0, "ir": 1, "buffers": 2, "engine": 3, "interpret": 3, "schedule": 4,
+          "codegen": 5, "tensor": 6}
 
 
 def _layer(module: str) -> str:
@@ -154,6 +157,21 @@ def test_runtime_layers_import_only_downward():
           if _layer(m) != "top" and (_layer(d) == "top" or LAYERS[_layer(d)] > LAYERS[_layer(m)]
                                      or (_layer(d) != _layer(m) and LAYERS[_layer(d)] == LAYERS[_layer(m)]))]
     assert up == []
+
+
+def test_only_the_tensor_frontend_imports_the_backends():
+    # kernel_text, the C-like printer the interpreter's error notes use, renders nothing and runs nothing
+    offenders = []
+    for path in sorted(RUNTIME.rglob("*.py")):
+        rel = path.relative_to(RUNTIME)
+        if rel.parts[0] == "tensor":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            offenders += [f"{rel}: {n}" for n in names
+                          if n.startswith("rulec.backends") and n != "rulec.backends.kernel_text"]
+    assert offenders == []
 
 
 def test_runtime_has_no_import_cycles():

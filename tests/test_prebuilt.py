@@ -67,8 +67,8 @@ def test_a_stale_prebuilt_build_is_left_alone_and_the_user_cache_is_built(fresh_
 def test_prebuilt_rule_locations_name_the_package_not_the_build_folder(prebuilt):
     text = (prebuilt / "symbolic.py").read_text()
     assert "'rules/symbolic.yaml', " in text and str(prebuilt.parent) not in text
-    pipeline = json.loads(next(prebuilt.glob("pipeline-*.json")).read_text())
-    assert pipeline["file"] == "rules/schedule/pipeline.yaml"
+    files = {json.loads(p.read_text())["file"] for p in prebuilt.glob("pipeline-*.json")}
+    assert "rules/schedule/pipeline.yaml" in files
 
 
 def test_bytecode_missing_from_a_prebuilt_build_is_compiled_in_memory_never_written(fresh_shipped):

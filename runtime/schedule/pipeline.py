@@ -149,6 +149,21 @@ class ScheduleItem:
     def outputs(self) -> tuple[int, ...]:
         return tuple(st.src[0].src[0].arg for st in self.ast.src if st.op is Ops.STORE)
 
+    def render(self, language: str = "c") -> str:
+        """The kernel's complete source in `language`: "c", "opencl", "cuda" or "metal"."""
+        if _renderer is None:
+            raise RuntimeError("no renderer registered (import rulec)")
+        return _renderer(self.ast, language)
+
+
+# the backends sit above the scheduler; the Tensor layer registers their renderer here
+_renderer: Callable[[UOp, str], str] | None = None
+
+
+def set_renderer(fn: Callable[[UOp, str], str]) -> None:
+    global _renderer
+    _renderer = fn
+
 
 def create_schedule(sink: UOp, pipeline: Pipeline | None = None) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
     """Schedule a SINK of tensor graphs: the kernels in run order, and what each original node becomes."""

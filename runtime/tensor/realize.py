@@ -1,7 +1,7 @@
 """Realization: schedule tensors into kernels, run them, and make the tensors point at buffers.
 
-The kernels run on the numpy reference interpreter (runtime/interpret/interpret.py); a
-backend can replace `run_item`. Copies and views are not kernels.
+The kernels run on `Device.DEFAULT` (rulec.backends.device: compiled C on CPU by default, OpenCL,
+or the numpy reference interpreter on PYTHON). Copies and views are not kernels.
 
 Two kinds of tensors are never scheduled. One of no elements has nothing to compute (`to_numpy` gives
 an empty array). One with no device (runtime/tensor/tensor.py: an `arange` and what is computed from it) stays
@@ -15,14 +15,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rulec.runtime import buffers
-from rulec.runtime.interpret.interpret import run_kernel
+from rulec.backends.device import run_kernel
+from rulec.backends.render import render
+from rulec.runtime.device import Device
 from rulec.runtime.ir.ops import Ops
-from rulec.runtime.schedule.pipeline import Pipeline, ScheduleItem, create_schedule
+from rulec.runtime.schedule.pipeline import Pipeline, ScheduleItem, create_schedule, set_renderer
 from rulec.runtime.tensor.live import all_tensors, is_virtual
 from rulec.runtime.ir.uop import UOp, substitute
 
 if TYPE_CHECKING:
     from rulec.runtime.tensor.tensor import Tensor
+
+set_renderer(render)
+
 
 def _sink(tensors) -> UOp:
     # a tensor of no elements needs no kernel; one without a device is never stored
@@ -35,12 +40,13 @@ def schedule(*tensors: Tensor, pipeline: Pipeline | None = None) -> list[Schedul
     return items
 
 
-def run_item(item: ScheduleItem, var_vals: dict[str, int] | None = None) -> None:
+def run_item(item: ScheduleItem, var_vals: dict[str, int] | None = None, device: str | None = None) -> None:
+    """Run one kernel on `device` (default: Device.DEFAULT)."""
     arrays = [buffers.ensure_allocated(b) for b in item.buffers]
     values = dict(var_vals or {})
     for b in item.bound_vars:
         values[b.src[0].arg[0]] = b.src[1].arg
-    run_kernel(item.ast, arrays, values)
+    run_kernel(item.ast, arrays, values, device or Device.DEFAULT)
 
 
 def _empty_as_const(u: UOp) -> UOp:

@@ -1,0 +1,284 @@
+"""Render a lowered kernel as source text, from a backend's folder of Jinja templates and YAML.
+
+A backend is a folder `backends/<name>/` with `backend.yaml` (types, literals, one expression template per
+op, loop and thread-id statements; `extends:` another backend and overrides what differs) and the kernel
+skeleton template it names. Adding a backend is a new folder; `Backend.load(path)` takes any folder, so a
+project may keep its own.
+
+Every value is given a name once (common subexpressions are shared: the IR is hash-consed); constants,
+loop variables, thread ids and parameters are written in place.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from rulec.runtime.codegen.linearize import Step
+from rulec.runtime.codegen.lower import LoweredKernel, lower
+from rulec.runtime.ir.dtype import DType, dtypes
+from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.ir.uop import UOp
+from rulec.runtime.resources import read_yaml_data
+
+BACKENDS_DIR = Path(__file__).resolve().parent
+LANGUAGES = ("c", "opencl", "cuda", "metal")
+
+
+class RenderError(ValueError):
+    """The kernel uses something this backend cannot express (a dtype, an op); names both."""
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return out
+
+
+class Backend:
+    """One target language: its YAML spec, merged with the backends it extends, and its templates."""
+
+    def __init__(self, name: str, spec: dict[str, Any], folders: list[Path]):
+        self.name, self.spec = name, spec
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader([str(f) for f in folders]),
+                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                                 autoescape=False)  # noqa: S701 - the output is source code, not HTML
+        self.env = env
+        self.kernel_template = env.get_template(spec["template"])
+        self._compiled: dict[str, jinja2.Template] = {}
+
+    @classmethod
+    def load(cls, folder: str | Path) -> Backend:
+        """The backend described by `folder`/backend.yaml (extending others by name, from backends/)."""
+        folder = Path(folder)
+        spec = read_yaml_data(folder / "backend.yaml")
+        folders = [folder]
+        while spec.get("extends"):
+            base_dir = BACKENDS_DIR / spec["extends"]
+            base = read_yaml_data(base_dir / "backend.yaml")
+            spec = _merge(base, {**spec, "extends": base.get("extends")})
+            folders.append(base_dir)
+        return cls(folder.name, spec, folders)
+
+    @property
+    def target(self) -> str:
+        return self.spec["target"]
+
+    def template(self, text: str) -> jinja2.Template:
+        t = self._compiled.get(text)
+        if t is None:
+            t = self._compiled[text] = self.env.from_string(text)
+        return t
+
+    def fill(self, text: str, **kw: Any) -> str:
+        return self.template(text).render(**kw)
+
+    def type_name(self, dt: DType, storage: bool = False) -> str:
+        dt = dt.scalar
+        table = self.spec["types"]
+        if storage and dt.name in self.spec.get("storage_types", {}):
+            return self.spec["storage_types"][dt.name]
+        if dt.name not in table or table[dt.name] is None:
+            raise RenderError(f"{self.name}: the dtype {dt.name} has no type in this language")
+        return table[dt.name]
+
+    def by_dtype(self, entry: Any, dt: DType) -> str | None:
+        """An entry that is one template, or a mapping by dtype name, then kind, then `default`."""
+        if not isinstance(entry, dict):
+            return entry
+        dt = dt.scalar
+        for key in (dt.name, dt.kind, "default"):
+            if key in entry:
+                return entry[key]
+        return None
+
+    def literal(self, dt: DType, v: Any) -> str:
+        dt = dt.scalar
+        if dt.kind == "float":
+            v = float(v)
+            if not math.isfinite(v):
+                specials = self.spec["special_floats"].get(dt.name)
+                if specials is None:
+                    raise RenderError(f"{self.name}: no infinity or NaN of {dt.name}")
+                return specials[2] if math.isnan(v) else specials[0 if v > 0 else 1]
+            text = repr(v)
+            if "e" not in text and "." not in text:
+                text += ".0"
+        elif dt.kind == "bool":
+            text = bool(v)
+        else:
+            v = int(v)
+            if dt.kind in ("int", "index") and v == -(1 << (8 * dt.itemsize - 1)) and dt.itemsize >= 4:
+                # the most negative value has no literal in C: (-MAX - 1)
+                return f"({self.literal(dt, v + 1)}-1)"
+            text = str(v)
+        tmpl = self.by_dtype(self.spec["literals"], dt)
+        self.type_name(dt)  # a dtype this language lacks is an error here too
+        out = self.fill(tmpl, v=text)
+        return f"({out})" if out.startswith("-") else out  # `a - -1` must not read as `a--1`
+
+    def render(self, kernel: LoweredKernel, name: str) -> str:
+        return _Renderer(self, kernel, name).run()
+
+
+@functools.cache
+def backend(name: str) -> Backend:
+    """rulec's own backend `name` (one of LANGUAGES)."""
+    if name not in LANGUAGES:
+        raise ValueError(f"unknown language {name!r}: expected one of {', '.join(LANGUAGES)}")
+    return Backend.load(BACKENDS_DIR / name)
+
+
+def render(ast: UOp, language: str, name: str | None = None) -> str:
+    """The complete source of the kernel `ast` in `language` ("c", "opencl", "cuda" or "metal")."""
+    b = backend(language)
+    return b.render(lower(ast, b.target), name or kernel_name(ast))
+
+
+def kernel_name(ast: UOp) -> str:
+    """A readable name: r_ (with a reduce) or E_, then the loop sizes. Each kernel is its own translation
+    unit, so names need not be unique; they must be stable (the compile cache is keyed by the source)."""
+    nodes = ast.toposort()
+    sizes = [str(u.src[0].arg) if u.src[0].op is Ops.CONST else "n" for u in nodes if u.op is Ops.RANGE]
+    prefix = "r" if any(u.op is Ops.REDUCE for u in nodes) else "E"
+    return f"{prefix}_{'_'.join(sizes) or '1'}"
+
+
+_INLINE = {Ops.CONST, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.AFTER, Ops.INDEX, Ops.END, Ops.NOOP}
+
+
+class _Renderer:
+    def __init__(self, b: Backend, k: LoweredKernel, name: str):
+        self.b, self.k, self.name = b, k, name
+        self.names: dict[UOp, str] = {}
+        self.gates: dict[UOp, str] = {}  # INDEX -> its gate's text
+        self.lines: list[str] = []
+        self.depth = 1
+        self.counts: dict[str, int] = {}
+
+    def fresh(self, prefix: str) -> str:
+        n = self.counts.get(prefix, 0)
+        self.counts[prefix] = n + 1
+        return f"{prefix}{n}"
+
+    def emit(self, text: str) -> None:
+        self.lines.append("  " * self.depth + text)
+
+    def run(self) -> str:
+        params = []
+        for g in self.k.globals:
+            self.names[g] = f"data{g.arg}"
+            params.append({"name": f"data{g.arg}", "type": self.b.type_name(g.dtype.base, storage=True),
+                           "buffer": True, "index": g.arg, "written": g.arg in self.k.outputs})
+        for v in self.k.variables:
+            self.names[v] = v.arg[0]
+            params.append({"name": v.arg[0], "type": self.b.type_name(v.dtype), "buffer": False,
+                           "index": len(params), "written": False})
+        for step in self.k.steps:
+            self.step(step)
+        uses = {self.b.type_name(u.dtype) for u in self.k.lowered.toposort() if u.dtype.scalar.name != "void"
+                 and self.b.spec["types"].get(u.dtype.scalar.name)}
+        return self.b.kernel_template.render(name=self.name, params=params, body=self.lines, uses=uses,
+                                             prelude=self.b.spec.get("prelude", ""),
+                                             global_size=self.k.global_size)
+
+    def text(self, u: UOp) -> str:
+        return self.names[u]
+
+    def step(self, s: Step) -> None:
+        u = s.uop
+        if s.kind == "open":
+            r = self.names[u] = self.fresh("r")
+            self.emit(self.b.fill(self.b.spec["loop"], t=self.b.type_name(u.dtype), r=r, n=self.text(u.src[0])))
+            self.depth += 1
+            return
+        if s.kind == "close":
+            self.depth -= 1
+            self.emit("}")
+            return
+        op = u.op
+        if op is Ops.CONST:
+            self.names[u] = self.b.literal(u.dtype, u.arg)
+        elif op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.END, Ops.NOOP):
+            pass
+        elif op is Ops.AFTER:
+            self.names[u] = self.text(u.src[0])
+        elif op is Ops.SPECIAL:
+            self.special(u)
+        elif op is Ops.DEFINE_REG:
+            name = self.names[u] = self.fresh("acc")
+            self.emit(f"{self.b.type_name(u.dtype)} {name};")
+        elif op is Ops.INDEX:
+            self.names[u] = f"{self.text(u.src[0])}[{self.text(u.src[1])}]"
+            if len(u.src) > 2:
+                self.gates[u] = self.text(u.src[2])
+        elif op is Ops.LOAD:
+            self.load(u)
+        elif op is Ops.STORE:
+            self.store(u)
+        elif op in GroupOp.ALU or op in (Ops.CAST, Ops.BITCAST):
+            self.alu(u)
+        else:
+            raise RenderError(f"{self.b.name}: cannot render {op.name} in kernel {self.name}")
+
+    def special(self, u: UOp) -> None:
+        spec = self.b.spec.get("thread_id")
+        if spec is None:
+            raise RenderError(f"{self.b.name}: thread ids on a target without them (kernel {self.name})")
+        name = self.names[u] = f"g{u.arg}"
+        self.emit(self.b.fill(spec, name=name, dim=u.arg, axis="xyz"[u.arg], n=self.text(u.src[0]),
+                              t=self.b.type_name(dtypes.index)))
+
+    def load(self, u: UOp) -> None:
+        src = u.src[0]
+        name = self.names[u] = self.fresh("val")
+        t = self.b.type_name(u.dtype)
+        if src.op is Ops.INDEX and src in self.gates:
+            value = f"({self.gates[src]}?{self._read(u, src)}:{self.b.literal(u.dtype, 0)})"
+        elif src.op is Ops.INDEX:
+            value = self._read(u, src)
+        else:  # a register
+            value = self.text(src)
+        self.emit(f"{t} {name} = {value};")
+
+    def _read(self, u: UOp, idx: UOp) -> str:
+        # a buffer whose storage type differs (OpenCL's bool as uchar) is converted when read
+        if self.b.type_name(u.dtype, storage=True) != self.b.type_name(u.dtype):
+            return f"(({self.b.type_name(u.dtype)}){self.text(idx)})"
+        return self.text(idx)
+
+    def store(self, u: UOp) -> None:
+        target, value = u.src[0], u.src[1]
+        text = self.text(value)
+        if target.op is Ops.INDEX:
+            dt = value.dtype
+            if self.b.type_name(dt, storage=True) != self.b.type_name(dt):
+                text = f"(({self.b.type_name(dt, storage=True)}){text})"
+            line = f"{self.text(target)} = {text};"
+            self.emit(f"if ({self.gates[target]}) {line}" if target in self.gates else line)
+        else:
+            self.emit(f"{self.text(target)} = {text};")
+
+    def alu(self, u: UOp) -> None:
+        entry = self.b.spec["ops"].get(u.op.name)
+        # comparisons and casts depend on their sources' dtype, the rest on their own
+        key_dt = u.src[0].dtype if u.op in GroupOp.Comparison else u.dtype
+        if u.op is Ops.WHERE:
+            key_dt = u.dtype
+        tmpl = self.b.by_dtype(entry, key_dt) if entry is not None else None
+        if tmpl is None:
+            raise RenderError(f"{self.b.name}: no template for {u.op.name} of {key_dt.scalar.name} "
+                              f"(kernel {self.name})")
+        ops = [self.text(s) for s in u.src]
+        divisor = u.src[1] if len(u.src) > 1 else None
+        safe = divisor is not None and divisor.op is Ops.CONST and divisor.arg not in (0, -1)
+        t = self.b.type_name(u.dtype)
+        value = self.b.fill(tmpl, a=ops[0], b=ops[1] if len(ops) > 1 else "", c=ops[2] if len(ops) > 2 else "",
+                            t=t, st=self.b.type_name(u.src[0].dtype), bits=8 * u.dtype.scalar.itemsize,
+                            safe_divisor=safe)
+        name = self.names[u] = self.fresh("alu")
+        self.emit(f"{t} {name} = {value};")

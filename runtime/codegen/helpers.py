@@ -1,0 +1,60 @@
+"""Helpers the codegen rule files (rules/codegen/) call from guards and results. Pure functions."""
+from __future__ import annotations
+
+from typing import Any
+
+from rulec.runtime.ir.alu import reduce_identity
+from rulec.runtime.ir.dtype import DType, dtypes
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp, substitute
+
+# GPU targets launch at most this many thread-id dimensions (x, y, z)
+MAX_THREAD_DIMS = 3
+
+
+def zero_of(dtype: DType) -> UOp:
+    """The constant 0 of `dtype`: what a load that is never valid reads."""
+    return UOp.const(dtype.scalar, False if dtype.scalar == dtypes.bool else 0)
+
+
+def reduce_start(red: UOp) -> Any:
+    """The value an accumulator of REDUCE `red` starts from (its op's identity in its dtype)."""
+    return reduce_identity(red.arg, red.dtype)
+
+
+def _loops_of(u: UOp) -> tuple[UOp, ...]:
+    """The loops a kernel-level root runs in: an END's ranges, in nesting order (outermost first)."""
+    return u.src[1:] if u.op is Ops.END else ()
+
+
+def thread_loops(sink: UOp) -> tuple[UOp, ...]:
+    """The loops that become thread ids on a GPU: the innermost (at most three) loops, of constant size and
+    kind "loop", that every root of the kernel runs in; () when some root runs in none (one thread then)."""
+    roots = [s for s in sink.src if s.op is not Ops.NOOP]
+    if not roots:
+        return ()
+    common = [r for r in _loops_of(roots[0]) if all(r in _loops_of(o) for o in roots[1:])]
+    ok = [r for r in common if r.op is Ops.RANGE and r.src[0].op is Ops.CONST and _kind(r) == "loop"]
+    # keep the nesting order of the first root: a suffix of it, so the loops left stay outside the threads
+    suffix: list[UOp] = []
+    for r in reversed(_loops_of(roots[0])):
+        if r not in ok or len(suffix) == MAX_THREAD_DIMS:
+            break
+        suffix.append(r)
+    return tuple(reversed(suffix))
+
+
+def _kind(r: UOp) -> str:
+    return r.arg[1] if isinstance(r.arg, tuple) and len(r.arg) > 1 else "loop"
+
+
+def with_thread_ids(sink: UOp, loops: tuple[UOp, ...]) -> UOp:
+    """`sink` with each of `loops` replaced by a SPECIAL thread id (dimension 0 for the innermost), whose
+    source is the loop's size. The whole kernel is walked: the ENDs close the loops, so no node above
+    them has them open."""
+    n = len(loops)
+    return substitute(sink, {r: UOp(Ops.SPECIAL, dtypes.index, (r.src[0],), n - 1 - k) for k, r in enumerate(loops)})
+
+
+CODEGEN_HELPERS = {"zero_of": zero_of, "reduce_start": reduce_start, "thread_loops": thread_loops,
+                   "with_thread_ids": with_thread_ids}

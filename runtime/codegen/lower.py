@@ -1,0 +1,58 @@
+"""Lower a kernel AST for a target: the rules/codegen/ pipeline of that target, then the linearizer.
+
+The result, `LoweredKernel`, is what every backend renders: the ordered steps, the kernel's buffers
+(DEFINE_GLOBAL, by number), its variables (DEFINE_VAR, by name), which buffers it writes, and its thread
+ids with their sizes (GPU targets).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from rulec.runtime.codegen.linearize import Step, linearize
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
+from rulec.runtime.resources import rules_dir
+from rulec.runtime.schedule.pipeline import load_pipeline, run_pipeline
+
+# the lowering pipeline of each kind of target, under rules/codegen/
+PIPELINES = {"cpu": "cpu.pipeline.yaml", "gpu": "gpu.pipeline.yaml"}
+
+
+@dataclass(frozen=True)
+class LoweredKernel:
+    ast: UOp  # the kernel as the scheduler gave it
+    lowered: UOp  # after the codegen rules
+    steps: tuple[Step, ...]
+    globals: tuple[UOp, ...]  # DEFINE_GLOBAL nodes, by arg
+    variables: tuple[UOp, ...]  # DEFINE_VAR nodes, by name
+    outputs: tuple[int, ...]  # the DEFINE_GLOBAL numbers the kernel stores to
+    thread_dims: tuple[tuple[int, int], ...]  # (dimension, size) of each thread id, dimension 0 first
+
+    @property
+    def global_size(self) -> tuple[int, int, int]:
+        size = [1, 1, 1]
+        for dim, n in self.thread_dims:
+            size[dim] = n
+        return size[0], size[1], size[2]
+
+
+def lower(ast: UOp, target: str = "cpu") -> LoweredKernel:
+    """`ast` lowered for `target` ("cpu": loops; "gpu": outer loops as thread ids)."""
+    return _lower(ast, target)
+
+
+@functools.lru_cache(maxsize=4096)
+def _lower(ast: UOp, target: str) -> LoweredKernel:
+    if target not in PIPELINES:
+        raise ValueError(f"unknown lowering target {target!r}: expected one of {sorted(PIPELINES)}")
+    pipe = load_pipeline(rules_dir() / "codegen" / PIPELINES[target])
+    sink = ast if ast.op is Ops.SINK else UOp.sink(ast)
+    lowered, _ = run_pipeline(sink, pipe)
+    nodes = lowered.toposort()
+    globals_ = tuple(sorted((u for u in nodes if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg))
+    variables = tuple(sorted((u for u in nodes if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0]))
+    outputs = tuple(sorted({u.src[0].src[0].arg for u in nodes if u.op is Ops.STORE
+                            and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.DEFINE_GLOBAL}))
+    dims = tuple(sorted((u.arg, u.src[0].arg) for u in nodes if u.op is Ops.SPECIAL))
+    return LoweredKernel(ast, lowered, tuple(linearize(lowered)), globals_, variables, outputs, dims)

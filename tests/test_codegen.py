@@ -1,0 +1,210 @@
+"""Kernel codegen: rules/codegen/ lowering, Jinja rendering for four languages, and running on devices.
+
+Every program of the kernel-count corpus (tests/test_schedule_counts.py) runs on CPU (compiled C), CL
+(OpenCL, PoCL here) and PYTHON (the reference interpreter) with results equal to numpy; its kernels render
+for CUDA (PTX that ptxas accepts) and Metal (the clang check against the stand-in metal_stdlib).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from rulec import Tensor
+from rulec.backends.device import compile_kernel, run_kernel
+from rulec.backends.errors import DeviceUnavailable, KernelCompileError
+from rulec.backends.render import Backend, RenderError, backend, render
+from rulec.runtime.codegen.lower import lower
+from rulec.runtime.device import Device, canonical
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.tensor import realize as realize_mod
+from test_schedule_counts import PROGRAMS, T
+
+
+def _have_opencl() -> str | None:
+    try:
+        import pyopencl as cl
+
+        return None if cl.get_platforms() else "no OpenCL platform"
+    except Exception as e:  # noqa: BLE001 - any failure to find a platform means: skip, saying why
+        return f"OpenCL unavailable: {e}"
+
+
+NO_CL = _have_opencl()
+
+
+def _run_on(device: str, name, build, ref, inputs):
+    tensors = [T(a) for a in inputs]
+    outs = build(*tensors)
+    items = Tensor.schedule(*outs)
+    saved = Device.DEFAULT
+    Device.DEFAULT = device
+    try:
+        Tensor.realize(*outs)
+    finally:
+        Device.DEFAULT = saved
+    for got, want in zip(outs, ref(*inputs)):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5, err_msg=f"{name} on {device}")
+    return items
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON", pytest.param("CL", marks=pytest.mark.skipif(
+    NO_CL is not None, reason=str(NO_CL)))])
+@pytest.mark.parametrize("name,build,ref,inputs,count", PROGRAMS, ids=[p[0] for p in PROGRAMS])
+def test_programs_equal_numpy_on_each_device(device, name, build, ref, inputs, count):
+    _run_on(device, name, build, ref, inputs)
+
+
+def _kernels_of_corpus():
+    for name, build, _, inputs, _ in PROGRAMS:
+        for k, item in enumerate(Tensor.schedule(*build(*[T(a) for a in inputs]))):
+            yield f"{name}#{k}", item
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None and shutil.which("nvcc") is None, reason="no CUDA toolchain")
+def test_corpus_renders_to_cuda_that_ptxas_accepts():
+    from rulec.backends.cuda.runner import compile_cuda
+
+    n = 0
+    for label, item in _kernels_of_corpus():
+        ptx = compile_cuda(f"k{n}", item.render("cuda").replace(f" {_name(item)}(", f" k{n}("))
+        assert ".entry" in ptx, label
+        n += 1
+    assert n > 20
+
+
+@pytest.mark.skipif(shutil.which("clang") is None, reason="no clang for the Metal check")
+def test_corpus_renders_to_metal_that_passes_the_check():
+    from rulec.backends.metal.check import check_metal
+
+    n = 0
+    for label, item in _kernels_of_corpus():
+        check_metal(_name(item), item.render("metal"))
+        n += 1
+    assert n > 20
+
+
+def _name(item) -> str:
+    from rulec.backends.render import kernel_name
+
+    return kernel_name(item.ast)
+
+
+def _reduce_item():
+    a = T(np.arange(12, dtype=np.float32).reshape(3, 4))
+    return Tensor.schedule((a.pad(((1, 0), (0, 1))) * 2).sum(1))[0]
+
+
+def test_every_render_is_a_complete_translation_unit_with_the_kernel():
+    item = _reduce_item()
+    for lang, marker in [("c", "void "), ("opencl", "__kernel void "), ("cuda", 'extern "C" __global__ void '),
+                         ("metal", "kernel void ")]:
+        src = item.render(lang)
+        assert marker + _name(item) + "(" in src, lang
+
+
+def test_lowering_leaves_no_reduce_and_gates_the_padding():
+    k = lower(_reduce_item().ast, "cpu")
+    ops = {u.op for u in k.lowered.toposort()}
+    assert Ops.REDUCE not in ops and Ops.INVALID not in ops and Ops.DEFINE_REG in ops
+    gated = [u for u in k.lowered.toposort() if u.op is Ops.INDEX and len(u.src) == 3]
+    assert gated, "the padded read is a gated INDEX"
+    src = _reduce_item().render("c")
+    assert "?data1[" in src  # a gated load reads memory only where its gate holds
+
+
+def test_gpu_targets_turn_outer_loops_into_bounds_checked_thread_ids():
+    a = T(np.ones((5, 7), np.float32))
+    item = Tensor.schedule((a * 2).contiguous())[0]
+    k = lower(item.ast, "gpu")
+    assert k.thread_dims and all(n > 0 for _, n in k.thread_dims)
+    assert "get_global_id(0)" in item.render("opencl") and "if (g0 >= " in item.render("opencl")
+    assert "blockIdx.x*blockDim.x+threadIdx.x" in item.render("cuda")
+    assert "[[thread_position_in_grid]]" in item.render("metal") and "device float*" in item.render("metal")
+    assert "for (" in item.render("c") and "g0" not in item.render("c")
+
+
+def test_cuda_and_metal_render_and_compile_but_do_not_run_here():
+    item = _reduce_item()
+    arrays = [np.zeros(4, np.float32), np.arange(12, dtype=np.float32)]
+    if shutil.which("clang"):
+        with pytest.raises(DeviceUnavailable, match="METAL"):
+            run_kernel(item.ast, arrays, {}, "METAL")
+    if shutil.which("nvcc") or shutil.which("ptxas"):
+        from rulec.backends.cuda.runner import driver_present
+
+        if not driver_present():
+            with pytest.raises(DeviceUnavailable, match="CUDA"):
+                run_kernel(item.ast, arrays, {}, "CUDA")
+
+
+def test_metal_refuses_float64_with_a_clear_error():
+    a = T(np.ones(4, np.float64))
+    item = Tensor.schedule((a * 2).contiguous())[0]
+    with pytest.raises(RenderError, match="float64"):
+        item.render("metal")
+
+
+def test_devices_as_tinygrad_names_them(monkeypatch):
+    assert canonical("cl") == "CL" and canonical("CPU:0") == "CPU" and canonical("clang") == "CPU"
+    with pytest.raises(ValueError, match="unknown device 'TPU'"):
+        canonical("TPU")
+    out = subprocess.run([sys.executable, "-c", "from rulec import Device; print(Device.DEFAULT)"],
+                         env={**os.environ, "DEV": "PYTHON"}, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "PYTHON"
+
+
+def test_a_failing_compile_names_the_kernel_and_shows_its_source(tmp_path):
+    # a backend whose ADD template is broken: the C compiler rejects the kernel
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "backend.yaml").write_text("name: broken\nextends: c\nops:\n  ADD: '({{a}} +* {{b}})'\n")
+    b = Backend.load(folder)
+    a = T(np.ones(4, np.float32))
+    item = Tensor.schedule((a + a).contiguous())[0]
+    src = b.render(lower(item.ast, b.target), "broken_add")
+    from rulec.backends.c.runner import compile_c
+
+    with pytest.raises(KernelCompileError) as e:
+        compile_c("broken_add", src)
+    assert "broken_add" in str(e.value) and "   1 | #include" in str(e.value)
+
+
+def test_a_new_backend_is_a_folder_of_templates_and_yaml(tmp_path):
+    # a render-only backend: its own skeleton and a changed type name, everything else from C
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    (folder / "backend.yaml").write_text(textwrap.dedent("""\
+        name: toy
+        extends: c
+        template: toy.j2
+        types: {float32: real}
+        literals: {float32: "real({{v}})"}
+        """))
+    (folder / "toy.j2").write_text("// toy kernel\nproc {{ name }}({{ params|map(attribute='name')|join(', ') }})"
+                                   " {\n{% for line in body %}{{ line }}\n{% endfor %}}\n")
+    b = Backend.load(folder)
+    a = T(np.ones(4, np.float32))
+    item = Tensor.schedule((a * 3).contiguous())[0]
+    src = b.render(lower(item.ast, b.target), "triple")
+    assert src.startswith("// toy kernel\nproc triple(data0, data1)") and "real(3.0)" in src and "real " in src
+
+
+def test_compiled_kernels_are_cached_per_process():
+    item = _reduce_item()
+    assert compile_kernel(item.ast, "CPU").program is compile_kernel(item.ast, "CPU").program
+
+
+def test_realize_runs_on_the_default_device(monkeypatch):
+    seen = []
+    real = realize_mod.run_kernel
+    monkeypatch.setattr(realize_mod, "run_kernel", lambda ast, arrays, vals, dev: (seen.append(dev),
+                                                                                   real(ast, arrays, vals, dev)))
+    a = T(np.arange(4, dtype=np.float32))
+    assert (a + 1).numpy().tolist() == [1, 2, 3, 4]
+    assert seen == [Device.DEFAULT]
