@@ -1,2 +1,3 @@
-"""Kernel backends: `kernel_text` (the C-like printer of kernel ASTs) today; C, CUDA, Metal and OpenCL come with
-the codegen issue."""
+"""Kernel backends: one folder per language (c, opencl, cuda, metal) with its backend.yaml, Jinja templates
+and runner or checker; the renderer (render.py), the devices (device.py), and kernel_text, the C-like
+printer of kernel ASTs (docs/backends.md)."""
