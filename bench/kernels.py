@@ -43,11 +43,40 @@ def workloads(T):
         e = np.exp(v - v.max(-1, keepdims=True))
         return e / e.sum(-1, keepdims=True)
 
+    d, t_len, batch, heads = 256, 128, 4, 4
+    xb = rng.standard_normal((batch, t_len, d)).astype(np.float32)
+    ws = [(rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32) for _ in range(4)]
+    w1 = (rng.standard_normal((d, 4 * d)) / np.sqrt(d)).astype(np.float32)
+    w2 = (rng.standard_normal((4 * d, d)) / np.sqrt(4 * d)).astype(np.float32)
+    mask = np.triu(np.full((t_len, t_len), -1e9, np.float32), 1)
+
+    def block(t):
+        """A causal pre-norm transformer block, written with the API both libraries share."""
+        x, wq, wk, wv, wo, f1, f2, m = t
+        h = x.layernorm()
+        split = lambda y: y.reshape(batch, t_len, heads, d // heads).permute(0, 2, 1, 3)
+        q, k, v = split(h @ wq), split(h @ wk), split(h @ wv)
+        att = ((q @ k.permute(0, 1, 3, 2)) * (1 / np.sqrt(d // heads)) + m).softmax(-1)
+        x = x + ((att @ v).permute(0, 2, 1, 3).reshape(batch, t_len, d) @ wo)
+        return x + ((x.layernorm() @ f1).relu() @ f2)
+
+    def block_np():
+        def ln(y):
+            mu = y.mean(-1, keepdims=True)
+            return (y - mu) / np.sqrt(((y - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+        h = ln(xb)
+        split = lambda y: y.reshape(batch, t_len, heads, d // heads).transpose(0, 2, 1, 3)
+        q, k, v = split(h @ ws[0]), split(h @ ws[1]), split(h @ ws[2])
+        att = softmax_np(q @ k.transpose(0, 1, 3, 2) / np.sqrt(d // heads) + mask)
+        x = xb + (att @ v).transpose(0, 2, 1, 3).reshape(batch, t_len, d) @ ws[3]
+        return x + np.maximum(ln(x) @ w1, 0) @ w2
+
     return [
         ("elementwise 4M: (x*y+1).relu()", lambda t: (t[0] * t[1] + 1).relu(), lambda: np.maximum(x4m * y4m + 1, 0), (x4m, y4m)),
         ("sum of 4M", lambda t: t[0].sum(), lambda: x4m.sum(), (x4m,)),
         ("softmax 4096x1024", lambda t: t[0].softmax(-1), lambda: softmax_np(s), (s,)),
         ("matmul 512x512", lambda t: t[0] @ t[1], lambda: a @ b, (a, b)),
+        ("transformer block d=256 T=128 B=4", block, block_np, (xb, *ws, w1, w2, mask)),
     ]
 
 

@@ -11,11 +11,13 @@ has no disjunction), and for each alternative of its guard in disjunctive normal
           ((union _root <result>))
           :ruleset rules :name "add-zero")
 
-Guards and computed values are evaluated in the query, in egglog's i64: a primitive that fails
-(overflow, division by zero) makes the match fail, which is what `fits_int64(...)` asks for in
-the Python matcher. What egglog cannot express (callbacks, rest captures, splices, tags, shapes,
-...) makes the rule *skipped*, with the reason; the build records it in the manifest and the
-egglog engine refuses such a rule set unless asked to run the rest.
+Guards and computed values are this module's egglog back end of the guard language: it reads the
+tree exprs.py resolved (every name already a capture, let, helper or namespace member), and each
+helper's egglog form from the one table in egglog_forms.py. They are evaluated in the query, in
+egglog's i64: a primitive that fails (overflow, division by zero) makes the match fail, which is
+what `fits_int64(...)` asks for in the Python matcher. What egglog cannot express (callbacks, rest
+captures, splices, tags, shapes, ...) makes the rule *skipped*, with the reason; the build records
+it in the manifest and the egglog engine refuses such a rule set unless asked to run the rest.
 
 Every emitted rule is checked by egglog itself at build time, one rule at a time with a file
 name per rule; a rule egglog rejects is skipped with egglog's message (never a traceback).
@@ -23,7 +25,6 @@ name per rule; a rule egglog rejects is skipped with egglog's message (never a t
 from __future__ import annotations
 
 import ast
-import copy
 import itertools
 import json
 import re
@@ -31,14 +32,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from rulec.runtime.engine import egraph as E
-from rulec.runtime.ir.dtype import DTYPE_BY_NAME, DType
-from rulec.runtime.engine.helpers import FOLDED_OPS, bounded_lshift
+from rulec.runtime.ir.dtype import DType
+from rulec.runtime.engine.helpers import bounded_lshift
 from rulec.runtime.ir.ops import OP_INFO, Ops
 
 from . import __version__
 from . import egglog_prelude as P
+from .egglog_forms import EGG_FORMS, FOLD_ALU, Macro, Prim, Special
 from .emit_python import comment_text
-from .model import NOARG, Pat, Rule, TCapture, TConst, TExpr, TNode, TReplace, TSplice
+from .exprs import ref
+from .model import NOARG, Pat, Rule, TCapture, TConst, TExpr, TNode, TReplace, TSplice, term_walk
 from .patterns import DTYPE_CLASSES
 from .variants import pattern_variants
 
@@ -62,47 +65,6 @@ class Unsupported(Exception):
 
 class Dead(Exception):
     """This pattern variant can never match a node the e-graph holds."""
-
-
-# ======================================================================== constant folding
-# fold_alu(n) (runtime/engine/helpers.py) per op, in the expression language: (guard, value) over A and B (the
-# CONST sources' args), D (their dtype), X (the node) and S (its first source). The guards state in i64
-# what fold_alu declines: egglog computes the same values, and an overflow fails the match.
-_FIT = "fits_int64({r}) and fits_dtype(D, {r})"
-_SHIFT = "A >= 0 and 0 <= B < 8 * D.itemsize"
-FOLD_TEMPLATES: dict[Ops, tuple[str, str]] = {
-    **{op: ("is_int(X) and " + _FIT.format(r=f"A {sym} B"), f"A {sym} B")
-       for op, sym in ((Ops.ADD, "+"), (Ops.SUB, "-"), (Ops.MUL, "*"))},
-    **{op: (f"is_int(X) and B != 0 and " + _FIT.format(r=f"{fn}(A, B)"), f"{fn}(A, B)")
-       for op, fn in ((Ops.IDIV, "c_div"), (Ops.MOD, "c_mod"))},
-    Ops.MAX: ("is_int(X) and fits_int64(A, B)", "max(A, B)"),
-    Ops.NEG: ("is_int(X) and " + _FIT.format(r="-A"), "-A"),
-    Ops.SHL: (f"is_int(X) and {_SHIFT} and " + _FIT.format(r="A << B"), "A << B"),
-    Ops.SHR: (f"is_int(X) and {_SHIFT} and fits_int64(A)", "A >> B"),
-    **{op: ("fits_int64(A, B)", f"A {sym} B") for op, sym in ((Ops.AND, "&"), (Ops.OR, "|"), (Ops.XOR, "^"))},
-    **{op: ("is_int(S) and fits_int64(A, B)", f"A {sym} B")
-       for op, sym in ((Ops.CMPLT, "<"), (Ops.CMPNE, "!="), (Ops.CMPEQ, "=="))},
-}
-assert set(FOLD_TEMPLATES) == FOLDED_OPS
-
-
-def _fold_parts(op: Ops, node: ast.AST) -> tuple[ast.AST, ast.AST]:
-    """fold_alu(node) for a node of op `op`: its guard and value as expressions over the node's sources."""
-    def src(i: int) -> ast.AST:
-        return ast.Subscript(ast.Attribute(copy.deepcopy(node), "src", ast.Load()), ast.Constant(i), ast.Load())
-
-    def attr(i: int, name: str) -> ast.AST:
-        return ast.Attribute(src(i), name, ast.Load())
-
-    names = {"X": lambda: copy.deepcopy(node), "S": lambda: src(0), "D": lambda: attr(0, "dtype"),
-             "A": lambda: attr(0, "arg"), "B": lambda: attr(1, "arg")}
-
-    class Fill(ast.NodeTransformer):
-        def visit_Name(self, n: ast.Name) -> ast.AST:
-            return names[n.id]() if n.id in names else n
-
-    guard, value = (Fill().visit(ast.parse(text, mode="eval").body) for text in FOLD_TEMPLATES[op])
-    return guard, value
 
 
 # ======================================================================== values in guards and results
@@ -180,7 +142,12 @@ class _Variant:
         self.ops_used: set[Ops] = set()
         self.rests = {p.rest for p in rule.match.walk() if p.rest}
         # let names stand for their expressions: egglog computes a value once per match anyway
-        self.lets = {b.name: b.expr.tree.body for b in rule.lets}
+        self.lets = {b.name: b.expr.resolved.body for b in rule.lets}
+
+    def let_body(self, n: ast.AST | None) -> ast.AST | None:
+        """The expression a let name stands for, where `n` is one."""
+        r = ref(n) if isinstance(n, ast.Name) else None
+        return self.lets.get(n.id) if r is not None and r.kind == "bound" else None
 
     def fresh(self, prefix: str) -> str:
         return f"_{prefix}{next(self.counter)}"
@@ -298,7 +265,7 @@ class _Variant:
         names = set(self.rule.when.names) if self.rule.when is not None else set()
         for b in self.rule.lets:
             names |= b.expr.names
-        for t in _walk_terms(self.rule.rewrite):
+        for t in term_walk(self.rule.rewrite):
             if isinstance(t, (TCapture, TSplice)):
                 names.add(t.name)
             elif isinstance(t, TExpr):
@@ -338,23 +305,23 @@ class _Variant:
             if isinstance(v, str) and v.isprintable():
                 return V("str", E.egg_string(v), static=v)
             raise self.fail(n, "only integer, bool, None and plain string constants")
-        if isinstance(n, ast.Name) and n.id in self.lets:
-            return self.val(self.lets[n.id])
+        r = ref(n)
         if isinstance(n, ast.Name):
+            if r is None or r.kind != "bound":
+                raise self.fail(n, "not a capture")
+            if n.id in self.lets:
+                return self.val(self.lets[n.id])
             if n.id in self.rests:
                 raise self.fail(n, "rest captures are tuples of sources, which egglog does not have")
-            if n.id in self.caps or n.id in self.cap_info:
-                var = self.var_for(n.id)
-                return V("node", var, info=self.cap_info.get(n.id))
-            raise self.fail(n, "not a capture")
+            return V("node", self.var_for(n.id), info=self.cap_info.get(n.id))
         if isinstance(n, ast.Attribute):
-            if isinstance(n.value, ast.Name) and n.value.id == "Ops":
-                return V("op", static=Ops[n.attr])
-            if isinstance(n.value, ast.Name) and n.value.id == "dtypes":
-                d = DTYPE_BY_NAME[n.attr]
-                return V("dtype", E.egg_string(d.name), static=d)
-            base = self.val(n.value)
-            return self.attr(n, base)
+            if r is not None and r.kind == "op":
+                return V("op", static=r.value)
+            if r is not None and r.kind == "dtype":
+                return V("dtype", E.egg_string(r.value.name), static=r.value)
+            if r is not None:
+                raise self.fail(n, "op groups have no egglog form")
+            return self.attr(n, self.val(n.value))
         if isinstance(n, ast.Subscript):
             base = self.val(n.value)
             if isinstance(n.slice, ast.Slice):
@@ -386,8 +353,8 @@ class _Variant:
             if isinstance(n.op, ast.Invert):
                 return V("int", str(~a.static), static=~a.static) if a.known else V("int", f"(- -1 {a.expr})")
             raise self.fail(n, "`not` gives a bool; use it in a condition")
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-            return self.call(n, n.func.id)
+        if isinstance(n, ast.Call):
+            return self.call(n)
         if isinstance(n, (ast.Tuple, ast.List)):
             return V("tuple", items=[self.val(e) for e in n.elts])
         raise self.fail(n, f"{type(n).__name__} has no egglog translation here")
@@ -465,16 +432,44 @@ class _Variant:
     def floor_mod(x: str, y: str) -> str:
         return f"(% (+ (% {x} {y}) {y}) {y})"
 
+    # ---------------------------------------------------------------- helpers, by their forms in egglog_forms.py
+    def call(self, n: ast.Call) -> V:
+        """A helper's value. The front end resolved the name and checked the arity of every helper whose
+        signature Python shows; a form's own `nargs` covers the builtins (min(xs) is not min(a, b))."""
+        form = EGG_FORMS.get(n.func.id)
+        if isinstance(form, Macro):
+            return self.val(form.expand(n.args))
+        if isinstance(form, Prim) and (len(n.args) == form.nargs or form.variadic and len(n.args) > form.nargs):
+            return self.prim(n, form)
+        if isinstance(form, Special) and not form.condition:
+            return getattr(self, "h_" + form.method)(n)
+        raise self.fail(n, f"{n.func.id}() has no egglog translation")
+
+    def prim(self, n: ast.Call, form: Prim) -> V:
+        vs = [self.val(a) for a in n.args]
+        if any(v.kind != "int" for v in vs):
+            raise self.fail(n, "needs integers")
+        if all(v.known for v in vs):
+            r = form.fold(*(v.static for v in vs))
+            if r is not None:
+                return V("int", str(r), static=r)
+        if form.egg is None:
+            return vs[0]
+        if len(vs) == 1:
+            return V("int", f"({form.egg} {vs[0].expr})")
+        expr = vs[0].expr
+        for v in vs[1:]:  # (min (min a b) c)
+            expr = f"({form.egg} {expr} {v.expr})"
+        return V("int", expr)
+
     def fold(self, n: ast.Call) -> tuple[ast.AST, bool]:
         """fold_alu(x): adds its guard to the query; its value expression, and whether that is a condition."""
-        if len(n.args) != 1:
-            raise self.fail(n, "fold_alu takes one node")
         x = self.val(n.args[0])
         if x.kind != "node" or x.info is None:
             raise self.fail(n, "fold_alu needs a node whose op the pattern fixes")
-        if x.info.op not in FOLD_TEMPLATES:
+        if x.info.op not in FOLD_ALU:
             raise Dead(f"fold_alu never folds {x.info.op.name}")
-        guard, value = _fold_parts(x.info.op, n.args[0])
+        guard, value = (m.expand(n.args) for m in FOLD_ALU[x.info.op])
         alts = self.cond(guard)
         if not alts:
             raise Dead("fold_alu's guard is always false here")
@@ -483,63 +478,70 @@ class _Variant:
         self.atoms.extend(alts[0])
         return value, _is_condition(value)
 
-    def call(self, n: ast.Call, fname: str) -> V:
-        args = n.args
-        if fname == "fold_alu":
-            value, is_cond = self.fold(n)
-            return V("cond", items=[value]) if is_cond else self.val(value)
-        if fname in ("c_div", "c_mod") and len(args) == 2:
-            a, b = self.val(args[0]), self.val(args[1])
-            if a.kind != "int" or b.kind != "int":
-                raise self.fail(n, "needs integers")
-            if a.known and b.known and b.static != 0:
-                from rulec.runtime.ir.bounds import c_div, c_mod
+    def h_fold_alu(self, n: ast.Call) -> V:
+        value, is_cond = self.fold(n)
+        return V("cond", items=[value]) if is_cond else self.val(value)
 
-                v = (c_div if fname == "c_div" else c_mod)(a.static, b.static)
-                return V("int", str(v), static=v)
-            return V("int", f"({'/' if fname == 'c_div' else '%'} {a.expr} {b.expr})")
-        if fname == "ceil_div" and len(args) == 2:
-            a, b = self.val(args[0]), self.val(args[1])
-            if a.kind != "int" or b.kind != "int":
-                raise self.fail(n, "needs integers")
-            if a.known and b.known and b.static != 0:
-                v = -((-a.static) // b.static)
-                return V("int", str(v), static=v)
-            na = f"(- 0 {a.expr})"  # ceil(a / b) == -floor(-a / b)
-            return V("int", f"(- 0 (/ (- {na} {self.floor_mod(na, b.expr)}) {b.expr}))")
-        if fname == "abs" and len(args) == 1:
-            a = self.val(args[0])
-            if a.kind != "int":
-                raise self.fail(n, "needs an integer")
-            return V("int", str(abs(a.static)), static=abs(a.static)) if a.known else V("int", f"(abs {a.expr})")
-        if fname in ("min", "max") and len(args) >= 2:
-            vs = [self.val(x) for x in args]
-            if any(v.kind != "int" for v in vs):
-                raise self.fail(n, "needs integers")
-            if all(v.known for v in vs):
-                r = (min if fname == "min" else max)(v.static for v in vs)
-                return V("int", str(r), static=r)
-            expr = vs[0].expr
-            for v in vs[1:]:
-                expr = f"({fname} {expr} {v.expr})"
-            return V("int", expr)
-        if fname == "int" and len(args) == 1:
-            a = self.val(args[0])
-            if a.kind == "int":
-                return a
-        if fname == "const_like" and len(args) == 2:
-            x, v = self.val(args[0]), self.val(args[1])
-            if x.kind != "node" or v.kind != "int":
-                raise self.fail(n, "const_like(node, integer) only")
-            self.em.ops_needed.add(Ops.CONST)
-            return V("node", f"(CONST {self.dtype_of(x)} {self.bind_int(v)})",
-                     info=Info(Ops.CONST, self.dtype_of(x), [], [v.expr], []))
-        if fname == "const" and len(args) == 2:
-            d, v = self.val(args[0]), self.val(args[1])
-            if d.kind != "dtype" or v.kind != "int":
-                raise self.fail(n, "const(dtype, integer) only")
-            return V("node", f"(CONST {d.expr} {self.bind_int(v)})", info=Info(Ops.CONST, d.expr, [], [v.expr], []))
-        raise self.fail(n, f"{fname}() has no egglog translation")
+    def h_const_like(self, n: ast.Call) -> V:
+        x, v = self.val(n.args[0]), self.val(n.args[1])
+        if x.kind != "node" or v.kind != "int":
+            raise self.fail(n, "const_like(node, integer) only")
+        self.em.ops_needed.add(Ops.CONST)
+        return V("node", f"(CONST {self.dtype_of(x)} {self.bind_int(v)})",
+                 info=Info(Ops.CONST, self.dtype_of(x), [], [v.expr], []))
+
+    def h_const(self, n: ast.Call) -> V:
+        d, v = self.val(n.args[0]), self.val(n.args[1])
+        if d.kind != "dtype" or v.kind != "int":
+            raise self.fail(n, "const(dtype, integer) only")
+        return V("node", f"(CONST {d.expr} {self.bind_int(v)})", info=Info(Ops.CONST, d.expr, [], [v.expr], []))
+
+    def h_fits_int64(self, n: ast.Call, neg: bool) -> list[list[str]]:
+        if neg:
+            raise self.fail(n, "`not fits_int64(...)` cannot be expressed (egglog drops overflowing matches)")
+        atoms = []
+        for a in n.args:
+            v = self.val(a)
+            if v.kind != "int":
+                raise self.fail(a, "fits_int64 of a non-integer")
+            if not v.known and v.expr.startswith("("):
+                t = self.fresh("t")
+                atoms.append(f"(= {t} {v.expr})")  # computing it is the test
+        return [atoms]
+
+    def h_fits_dtype(self, n: ast.Call, neg: bool) -> list[list[str]]:
+        if neg:
+            raise self.fail(n, "`not fits_dtype(...)` cannot be expressed")
+        d = self.val(n.args[0])
+        if d.kind != "dtype":
+            raise self.fail(n, "first argument is not a dtype")
+        atoms = []
+        if d.expr == '"bool"':
+            return []  # only Python bools fit bool; every value here is an integer
+        if d.expr.startswith('"'):
+            if d.expr.strip('"') not in E.EGG_DTYPES:
+                return []
+        else:
+            atoms.append(f'(!= {d.expr} "bool")')
+        for a in n.args[1:]:
+            v = self.val(a)
+            if v.kind != "int":
+                raise self.fail(a, "fits_dtype of a non-integer")
+            x = self.bind_int(v)
+            atoms += [f"(<= (dmin {d.expr}) {x})", f"(<= {x} (dmax {d.expr}))"]
+        return [atoms]
+
+    def h_is_int(self, n: ast.Call, neg: bool) -> list[list[str]]:
+        x = self.val(n.args[0])
+        if x.kind != "node":
+            raise self.fail(n, "needs a node")
+        d = self.dtype_of(x)
+        names = sorted(k for k, dd in E.EGG_DTYPES.items() if dd.is_int)
+        if d.startswith('"'):  # the pattern fixed the dtype
+            return [[]] if (d.strip('"') in names) != neg else []
+        if neg:
+            raise self.fail(n, "`not is_int(...)` cannot be expressed")
+        return [[f"({self.em.dtype_set(names)} {d})"]]
 
     def bind_int(self, v: V) -> str:
         """An i64 expression as a query variable (computed, so overflow fails the match), or a literal."""
@@ -552,8 +554,9 @@ class _Variant:
     # ---------------------------------------------------------------- conditions (DNF)
     def cond(self, n: ast.AST, neg: bool = False) -> list[list[str]]:
         """Alternatives of conjunctions of atoms: [] is False, [[]] is True."""
-        if isinstance(n, ast.Name) and n.id in self.lets:
-            return self.cond(self.lets[n.id], neg)
+        let = self.let_body(n)
+        if let is not None:
+            return self.cond(let, neg)
         if isinstance(n, ast.BoolOp) or (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not)):
             return self.cond_inner(n, neg)
         # a leaf: what evaluating it binds (computed values, shift guards) belongs to its alternatives
@@ -589,59 +592,11 @@ class _Variant:
                     out = [a + b for a in out for b in p]
                 return out
             return [alt for p in pieces for alt in p]  # not (a < b < c): any one fails
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "fits_int64":
-            if neg:
-                raise self.fail(n, "`not fits_int64(...)` cannot be expressed (egglog drops overflowing matches)")
-            atoms = []
-            for a in n.args:
-                v = self.val(a)
-                if v.kind != "int":
-                    raise self.fail(a, "fits_int64 of a non-integer")
-                if not v.known and v.expr.startswith("("):
-                    t = self.fresh("t")
-                    atoms.append(f"(= {t} {v.expr})")  # computing it is the test
-            return [atoms]
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "fits_dtype":
-            if neg:
-                raise self.fail(n, "`not fits_dtype(...)` cannot be expressed")
-            if not n.args:
-                raise self.fail(n, "needs a dtype")
-            d = self.val(n.args[0])
-            if d.kind != "dtype":
-                raise self.fail(n, "first argument is not a dtype")
-            atoms = []
-            if d.expr == '"bool"':
-                return []  # only Python bools fit bool; every value here is an integer
-            if d.expr.startswith('"'):
-                dd = E.EGG_DTYPES.get(d.expr.strip('"'))
-                if dd is None:
-                    return []
-            else:
-                atoms.append(f'(!= {d.expr} "bool")')
-            for a in n.args[1:]:
-                v = self.val(a)
-                if v.kind != "int":
-                    raise self.fail(a, "fits_dtype of a non-integer")
-                x = self.bind_int(v)
-                atoms += [f"(<= (dmin {d.expr}) {x})", f"(<= {x} (dmax {d.expr}))"]
-            return [atoms]
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("is_const", "is_int"):
-            if len(n.args) != 1:
-                raise self.fail(n, "takes one node")
-            (a,) = n.args
-            x = self.val(a)
-            if x.kind != "node":
-                raise self.fail(n, "needs a node")
-            if n.func.id == "is_const":
-                return self.op_test(n, x, Ops.CONST, neg)
-            d = self.dtype_of(x)
-            names = sorted(k for k, dd in E.EGG_DTYPES.items() if dd.is_int)
-            if d.startswith('"'):  # the pattern fixed the dtype
-                return [[]] if (d.strip('"') in names) != neg else []
-            rel = self.em.dtype_set(names)
-            if neg:
-                raise self.fail(n, "`not is_int(...)` cannot be expressed")
-            return [[f"({rel} {d})"]]
+        form = EGG_FORMS.get(n.func.id) if isinstance(n, ast.Call) else None
+        if isinstance(form, Macro):
+            return self.cond(form.expand(n.args), neg)
+        if isinstance(form, Special) and form.condition:
+            return getattr(self, "h_" + form.method)(n, neg)
         v = self.val(n)
         if v.kind == "int":
             if v.known:
@@ -729,7 +684,7 @@ class _Variant:
             self.em.ops_needed.add(Ops.CONST)
             return R(f"(CONST {fallback()} {self.const_value(t.value)})", fallback)
         if isinstance(t, TExpr):
-            return self.value_term(t.expr.tree.body, t.expr.text, fallback)
+            return self.value_term(t.expr.resolved.body, t.expr.text, fallback)
         if isinstance(t, TSplice):
             raise Unsupported(f"result splices ...{t.name}; egglog has no tuples of sources")
         if isinstance(t, TNode):
@@ -740,9 +695,9 @@ class _Variant:
 
     def resolve(self, t: Any) -> ast.AST | None:
         """The expression a computed result stands for, through let names; None for other terms."""
-        body = t.expr.tree.body if isinstance(t, TExpr) else self.lets.get(t.name) if isinstance(t, TCapture) else None
-        while isinstance(body, ast.Name) and body.id in self.lets:
-            body = self.lets[body.id]
+        body = t.expr.resolved.body if isinstance(t, TExpr) else self.lets.get(t.name) if isinstance(t, TCapture) else None
+        while self.let_body(body) is not None:
+            body = self.let_body(body)
         return body
 
     def value_term(self, tree: ast.AST, text: str, fallback: _Lazy) -> R:
@@ -787,7 +742,7 @@ class _Variant:
             if d.name not in E.EGG_DTYPES:
                 raise Unsupported(f"builds a node of dtype {d.name}, which the egglog engine does not encode")
             return E.egg_string(d.name)
-        v = self.val(d.tree.body)
+        v = self.val(d.resolved.body)
         if v.kind != "dtype":
             raise Unsupported(f":dtype {d.text} is not a dtype")
         if v.known and v.static.name not in E.EGG_DTYPES:
@@ -833,7 +788,7 @@ class _Variant:
     def arg_value(self, a: Any) -> str:
         if isinstance(a, TConst):
             return self.const_value(a.value)
-        v = self.val(a.expr.tree.body)
+        v = self.val(a.expr.resolved.body)
         if v.kind != "int":
             raise Unsupported(f":arg {a.expr.text} is not an integer")
         return self.bind_int(v)
@@ -872,13 +827,13 @@ class _Variant:
         root, root_dt = self.pattern()
         alts: list[list[str]] = [[]]
         if self.rule.when is not None:
-            alts = self.cond(self.rule.when.tree.body)
+            alts = self.cond(self.rule.when.resolved.body)
         if not alts:
             raise Dead("its guard is always false for the nodes egglog holds")
         base_atoms = list(self.atoms)
         rw = self.rule.rewrite
         body = self.resolve(rw)
-        if isinstance(body, ast.Call) and isinstance(body.func, ast.Name) and body.func.id == "fold_alu":
+        if isinstance(body, ast.Call) and body.func.id == "fold_alu":
             start = len(self.atoms)
             value, is_cond = self.fold(body)
             if is_cond:  # a folded comparison: its guard, and the comparison itself as below
@@ -953,20 +908,6 @@ _PYCMP = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lamb
           ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b}
 _NEGATE = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.Eq: ast.NotEq,
            ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
-
-
-def _walk_terms(t: Any):
-    if t is None:
-        return
-    yield t
-    if isinstance(t, (TNode, TReplace)):
-        for c in t.children or ():
-            yield from _walk_terms(c)
-        for extra in (t.arg, t.tag):
-            if extra is not None:
-                yield extra
-        if t.dtype is not None and not isinstance(t.dtype, DType):
-            yield TExpr(t.dtype, t.dtype.loc)
 
 
 def op_variants(p: Pat) -> list[Pat]:

@@ -6,6 +6,11 @@ comparisons, boolean logic, conditional expressions, tuples, comprehensions,
 and calls of registered helpers. They are parsed and checked at build time and
 compiled into the generated matcher; no text is evaluated at run time. An
 expression may span lines (a `when: |` block), as if it were in parentheses.
+
+This module is the front end of both expression back ends: `parse_expr` checks the syntax and limits,
+`bind_names` resolves every name (a rule's capture or let, a comprehension's variable, a helper, a
+namespace member) into `Expr.resolved`, the checked tree with a `Ref` on each name. The Python back end
+(`python_source`, here) and the egglog back end (emit_egglog.py) both read that tree.
 """
 from __future__ import annotations
 
@@ -66,14 +71,37 @@ class ExprError(Exception):
         self.length = length
 
 
+@dataclass(frozen=True)
+class Ref:
+    """What a name of an expression stands for, as the front end resolved it.
+
+    kind: "bound" (a capture or let of the rule), "local" (a comprehension's variable), "helper", or, on
+    the `Attribute` of a namespace member, "op", "group" or "dtype", with the member as `value`.
+    """
+
+    kind: str
+    name: str
+    value: object = None
+
+    def __deepcopy__(self, memo: dict) -> Ref:  # immutable, and `value` (an op, a dtype) is compared by identity
+        return self
+
+
+def ref(node: ast.AST) -> Ref | None:
+    """The resolution of a name (or namespace member) of a resolved tree; None where it is not one."""
+    return getattr(node, "ref", None)
+
+
 @dataclass(eq=False)
 class Expr:
-    """A checked expression: its text, where it is, the names it reads, and its Python translation."""
+    """A checked expression: its text, where it is, the names it reads, its resolved tree and its
+    Python translation."""
 
     text: str
     loc: Loc
     tree: ast.Expression
     names: set[str] = field(default_factory=set)  # pattern captures it reads
+    resolved: ast.Expression | None = None  # `tree` with a Ref on every resolved name (by bind_names)
     helpers: set[str] = field(default_factory=set)
     python: str = ""
     first_line: int = 1  # the line of `tree` that holds the first line of `text`
@@ -352,58 +380,63 @@ def _suggest(name: str, choices) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def bind_names(expr: Expr, bound: set[str]) -> list[tuple[str, int, str]]:
-    """Resolve the names of `expr` against the pattern's captures.
+_NAMESPACE_REFS = {"Ops": "op", "GroupOp": "group", "dtypes": "dtype"}
+assert set(_NAMESPACE_REFS) == set(NAMESPACES)
 
-    Fills in expr.names, expr.helpers and expr.python, and returns the problems
+
+def bind_names(expr: Expr, bound: set[str]) -> list[tuple[str, int, str]]:
+    """Resolve the names of `expr` against the rule's captures and lets (`bound`).
+
+    Fills in expr.resolved, expr.names, expr.helpers and expr.python, and returns the problems
     as (name, offset into expr.text, kind): "name" is not bound, "call" is not a helper,
     "shadowed" is a helper called where a capture of the same name hides it.
     """
     unbound: list[tuple[str, int, str]] = []
     local_scopes: list[set[str]] = []
 
-    class Rename(ast.NodeTransformer):
+    class Resolve(ast.NodeVisitor):
         def visit_GeneratorExp(self, node):
-            return self._comp(node)
+            self._comp(node)
 
         def visit_ListComp(self, node):
-            return self._comp(node)
+            self._comp(node)
 
         def _comp(self, node):
-            names: set[str] = set()
-            for gen in node.generators:
-                gen.iter = self.visit(gen.iter)
-                for t in ast.walk(gen.target):
-                    if isinstance(t, ast.Name):
-                        names.add(t.id)
-                local_scopes.append(names)
-                gen.target = self.visit(gen.target)
-                gen.ifs = [self.visit(i) for i in gen.ifs]
-            node.elt = self.visit(node.elt)
-            for _ in node.generators:
-                local_scopes.pop()
-            return node
+            for gen in node.generators:  # each generator sees the variables of those before it
+                self.visit(gen.iter)
+                local_scopes.append({t.id for t in ast.walk(gen.target) if isinstance(t, ast.Name)})
+                self.visit(gen.target)
+                for cond in gen.ifs:
+                    self.visit(cond)
+            self.visit(node.elt)
+            del local_scopes[len(local_scopes) - len(node.generators):]
 
-        def visit_BinOp(self, node: ast.BinOp):
+        def visit_Attribute(self, node: ast.Attribute):
+            base = node.value
+            if isinstance(base, ast.Name) and base.id in NAMESPACES and not _is_local(base.id) and base.id not in bound:
+                # members were checked by parse_expr; a capture of that name is refused by the checker
+                node.ref = Ref(_NAMESPACE_REFS[base.id], node.attr, getattr(NAMESPACES[base.id], node.attr))
             self.generic_visit(node)
-            return _bounded_call(node)
 
         def visit_Name(self, node: ast.Name):
             name = node.id
-            if any(name in s for s in local_scopes):
-                return ast.copy_location(ast.Name(id="l_" + name, ctx=node.ctx), node)
-            if name in bound:
+            if _is_local(name):
+                node.ref = Ref("local", name)
+            elif name in bound:
                 expr.names.add(name)
-                return ast.copy_location(ast.Name(id=CAPTURE_PREFIX + name, ctx=node.ctx), node)
-            if name in NAMESPACES:
-                return node
-            if name in HELPERS:
+                node.ref = Ref("bound", name)
+            elif name in NAMESPACES:
+                node.ref = Ref("namespace", name)
+            elif name in HELPERS:
                 expr.helpers.add(name)
-                return ast.copy_location(ast.Name(id=HELPER_PREFIX + name, ctx=node.ctx), node)
-            off = expr.offset(node.lineno, node.col_offset)
-            if not any(u[0] == name and u[1] == off for u in unbound):
-                unbound.append((name, off, "name"))
-            return node
+                node.ref = Ref("helper", name)
+            else:
+                off = expr.offset(node.lineno, node.col_offset)
+                if not any(u[0] == name and u[1] == off for u in unbound):
+                    unbound.append((name, off, "name"))
+
+    def _is_local(name: str) -> bool:
+        return any(name in s for s in local_scopes)
 
     # a called name must be a helper, never a capture
     for node in ast.walk(expr.tree):
@@ -412,6 +445,28 @@ def bind_names(expr: Expr, bound: set[str]) -> list[tuple[str, int, str]]:
             if name not in HELPERS or name in bound:
                 kind = "call" if name not in HELPERS else "shadowed"
                 unbound.append((name, expr.offset(node.func.lineno, node.func.col_offset), kind))
-    tree = Rename().visit(copy.deepcopy(expr.tree))
-    expr.python = ast.unparse(tree)
+    expr.resolved = copy.deepcopy(expr.tree)
+    Resolve().visit(expr.resolved)
+    expr.python = python_source(expr.resolved)
     return [u for u in unbound if u[2] != "name" or not any(v[2] != "name" and v[1] == u[1] for v in unbound)]
+
+
+# ------------------------------------------------------------------ the Python back end
+_PREFIXES = {"bound": CAPTURE_PREFIX, "local": "l_", "helper": HELPER_PREFIX}
+
+
+def python_source(resolved: ast.Expression) -> str:
+    """The Python source of a resolved expression, for the generated matcher: names become the matcher's
+    variables, and the operators that can build huge values call their bounded forms."""
+
+    class Lower(ast.NodeTransformer):
+        def visit_BinOp(self, node: ast.BinOp):
+            self.generic_visit(node)
+            return _bounded_call(node)
+
+        def visit_Name(self, node: ast.Name):
+            r = ref(node)
+            prefix = _PREFIXES.get(r.kind, "") if r is not None else ""
+            return ast.copy_location(ast.Name(id=prefix + node.id, ctx=node.ctx), node) if prefix else node
+
+    return ast.unparse(Lower().visit(copy.deepcopy(resolved)))

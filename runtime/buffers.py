@@ -100,9 +100,9 @@ def set(buf: UOp, data: np.ndarray) -> None:  # noqa: A001 - the store's get/set
     _store[buf] = flat.astype(numpy_dtype(buf.dtype), copy=True)
 
 
-def from_numpy(array: np.ndarray, dtype: DType | None = None) -> UOp:
-    """A new BUFFER holding a copy of `array` (flattened), of `dtype` or the array's own dtype."""
+def from_numpy(array: np.ndarray, dtype: DType | None = None, device: str = "CPU") -> UOp:
+    """A new BUFFER on `device` holding a copy of `array` (flattened), of `dtype` or the array's own dtype."""
     array = np.asarray(array)
-    buf = new_buffer_uop(dtype or from_numpy_dtype(array.dtype), array.size)
+    buf = new_buffer_uop(dtype or from_numpy_dtype(array.dtype), array.size, device)
     set(buf, array)
     return buf

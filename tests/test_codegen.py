@@ -39,12 +39,13 @@ NO_CL = _have_opencl()
 
 
 def _run_on(device: str, name, build, ref, inputs):
-    tensors = [T(a) for a in inputs]
-    outs = build(*tensors)
-    items = Tensor.schedule(*outs)
     saved = Device.DEFAULT
-    Device.DEFAULT = device
+    Device.DEFAULT = device  # new tensors live on the default device, and their kernels run there
     try:
+        tensors = [T(a) for a in inputs]
+        outs = build(*tensors)
+        items = Tensor.schedule(*outs)
+        assert all(it.device == device for it in items), [it.device for it in items]
         Tensor.realize(*outs)
     finally:
         Device.DEFAULT = saved
@@ -200,11 +201,109 @@ def test_compiled_kernels_are_cached_per_process():
     assert compile_kernel(item.ast, "CPU").program is compile_kernel(item.ast, "CPU").program
 
 
-def test_realize_runs_on_the_default_device(monkeypatch):
-    seen = []
+def _record_devices(monkeypatch) -> list[str]:
+    seen: list[str] = []
     real = realize_mod.run_kernel
     monkeypatch.setattr(realize_mod, "run_kernel", lambda ast, arrays, vals, dev: (seen.append(dev),
                                                                                    real(ast, arrays, vals, dev)))
+    return seen
+
+
+def test_kernels_run_on_the_device_of_their_tensors(monkeypatch):
+    seen = _record_devices(monkeypatch)
     a = T(np.arange(4, dtype=np.float32))
+    assert a.device == Device.DEFAULT
     assert (a + 1).numpy().tolist() == [1, 2, 3, 4]
     assert seen == [Device.DEFAULT]
+    p = Tensor(np.arange(4, dtype=np.float32), device="python")
+    assert p.device == "PYTHON" and (p * 3).device == "PYTHON"
+    seen.clear()
+    assert (p * 3).numpy().tolist() == [0, 3, 6, 9] and seen == ["PYTHON"]
+
+
+def test_to_is_a_copy_in_the_schedule_and_mixing_devices_is_an_error(monkeypatch):
+    seen = _record_devices(monkeypatch)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    a = Tensor(x, device="PYTHON")
+    b = (a * 2).to("CPU")
+    assert b.device == "CPU" and a.to("PYTHON") is a
+    items = Tensor.schedule(b)
+    assert [it.device for it in items] == ["PYTHON", "CPU"]
+    assert items[-1].ast.op is Ops.STORE and items[-1].ast.src[1].op is Ops.COPY
+    np.testing.assert_array_equal(b.numpy(), x * 2)
+    assert seen == ["PYTHON"]  # the copy is a copy of memory, not a kernel
+    with pytest.raises(ValueError, match=r"different devices \(PYTHON \(2, 3\), CPU \(2, 3\)\)"):
+        a + Tensor(x)
+    c = Tensor(x, device="PYTHON").permute(1, 0).to("cpu")
+    np.testing.assert_array_equal(c.numpy(), x.T)
+    with pytest.raises(ValueError, match="unknown device 'TPU'"):
+        Tensor(x, device="TPU")
+
+
+@pytest.mark.parametrize("device", ["CPU", pytest.param("CL", marks=pytest.mark.skipif(NO_CL is not None,
+                                                                                        reason=str(NO_CL)))])
+def test_a_symbolic_shape_compiles_once_and_runs_for_several_values(device):
+    from rulec.backends import device as dev_mod
+    from rulec.runtime.ir.uop import UOp
+
+    data = np.arange(40, dtype=np.float32).reshape(10, 4)
+    saved = Device.DEFAULT
+    Device.DEFAULT = device
+    try:
+        src = T(data)
+        before = None
+        for n in (2, 7, 10):
+            v = UOp.variable("n", 1, 10).bind(n)
+            out = (src.shrink(((0, v), None)) * 2).sum(0)
+            np.testing.assert_allclose(out.numpy(), (data[:n] * 2).sum(0))
+            compiled = {k for k in dev_mod._compiled if k[1] == device}
+            if before is None:
+                before = compiled
+            assert compiled == before, "a new value of n compiled a new kernel"
+        src_text = Tensor.schedule((src.shrink(((0, UOp.variable("n", 1, 10).bind(3)), None)) * 2).sum(0))[0].render("c")
+        assert "int n" in src_text  # the variable is a kernel parameter
+    finally:
+        Device.DEFAULT = saved
+
+
+def _kernel_with_regroupable_index():
+    from rulec.runtime.ir.dtype import dtypes
+    from rulec.runtime.ir.uop import UOp
+
+    g0 = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(64), (), 0)
+    g1 = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(64), (), 1)
+    r0, r1 = UOp.range(8, 0), UOp.range(8, 1)
+    read = UOp(Ops.INDEX, g1.dtype, (g1, (r0 * 4 + r1 * 4) % 64))  # the greedy rules leave 4 ops here
+    value = UOp(Ops.LOAD, dtypes.float32, (read,))
+    store = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, g0.dtype, (g0, r0 * 8 + r1)), value, r0, r1))
+    return UOp.sink(store)
+
+
+def test_egglog_extracts_index_arithmetic_with_fewer_ops(monkeypatch):
+    from rulec.runtime.codegen import extract
+    from rulec.runtime.codegen.lower import _lower
+    from rulec.runtime.interpret.interpret import run_kernel as interpret
+
+    ast = _kernel_with_regroupable_index()
+    counts = {}
+    for budget in ("0", "2"):
+        monkeypatch.setenv("RULEC_EGGLOG_BUDGET", budget)
+        _lower.cache_clear()
+        counts[budget] = extract.alu_count(extract.index_operands(lower(ast, "cpu").lowered))
+    _lower.cache_clear()
+    assert counts["2"] < counts["0"], counts  # (r0*4 + r1*4) % 64 is (r0 + r1)*4 % 64: one MUL fewer
+    src = np.arange(64, dtype=np.float32)
+    want, got = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    interpret(ast, [want, src.copy()], {})
+    run_kernel(ast, [got, src.copy()], {}, "CPU")
+    np.testing.assert_array_equal(got, want)
+
+
+def test_egglog_extraction_never_adds_ops_on_the_corpus():
+    from rulec.runtime.codegen import extract
+
+    for label, item in _kernels_of_corpus():
+        k = lower(item.ast, "cpu")
+        before = extract.index_operands(k.lowered)
+        assert extract.alu_count(extract.index_operands(extract.extract_indices(k.lowered))) <= \
+            extract.alu_count(before), label

@@ -42,9 +42,36 @@ import numpy as np
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
+import pytest
+
 from budget import SEARCH, examples
 from rulec import Tensor
+from rulec.runtime.interpret.interpret import run_kernel as interpret_kernel
 from rulec.runtime.ir.ops import Ops
+from rulec.runtime.tensor import realize as realize_mod
+
+
+@pytest.fixture(autouse=True, scope="module")
+def compiled_kernels_against_the_interpreter():
+    """Every kernel these programs run on a compiled device (CPU by default) also runs on the PYTHON
+    reference interpreter, on copies of its buffers; the two must agree (floats to rounding: a compiled
+    reduce adds in loop order, the interpreter pairwise)."""
+    real = realize_mod.run_kernel
+
+    def both(ast, arrays, vals, device):
+        copies = [a.copy() for a in arrays]
+        interpret_kernel(ast, copies, vals)
+        real(ast, arrays, vals, device)
+        for k, (got, want) in enumerate(zip(arrays, copies)):
+            if got.dtype.kind == "f":
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True,
+                                           err_msg=f"buffer {k}: {device} against PYTHON")
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=f"buffer {k}: {device} against PYTHON")
+
+    realize_mod.run_kernel = both
+    yield
+    realize_mod.run_kernel = real
 
 MAX_NUMEL = 1296  # 6**4: every value has at most this many elements
 BOUND_LIMIT = 2 ** 22  # no value may grow beyond this: integers below 2**24 are exact in float32, nothing overflows

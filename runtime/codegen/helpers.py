@@ -56,5 +56,47 @@ def with_thread_ids(sink: UOp, loops: tuple[UOp, ...]) -> UOp:
     return substitute(sink, {r: UOp(Ops.SPECIAL, dtypes.index, (r.src[0],), n - 1 - k) for k, r in enumerate(loops)})
 
 
+
+
+def _conjuncts(g: UOp) -> set[UOp]:
+    out, stack = set(), [g]
+    while stack:
+        u = stack.pop()
+        if u.op is Ops.AND and u.dtype.scalar == dtypes.bool:
+            stack.extend(u.src)
+        else:
+            out.add(u)
+    return out
+
+
+def implies(h: UOp, g: UOp) -> bool:
+    """Whether the gate `h` implies `g`: every conjunct of `g` is one of `h` (both ANDs of conditions)."""
+    return _conjuncts(g) <= _conjuncts(h)
+
+
+def within_given(x: UOp, gate: UOp, lo: int, hi: int) -> bool:
+    """Whether `lo <= x <= hi` wherever `gate` holds: each range the gate bounds (a conjunct `r < k` or
+    `k < r` with a constant k) is narrowed to those bounds, and the bounds of `x` are read again."""
+    narrowed: dict[UOp, list[int]] = {}
+    for c in _conjuncts(gate):
+        if c.op is not Ops.CMPLT:
+            continue
+        a, b = c.src
+        if a.op is Ops.RANGE and b.op is Ops.CONST:  # r < k: r <= k - 1
+            bounds = narrowed.setdefault(a, [a.vmin, a.vmax])
+            bounds[1] = min(bounds[1], b.arg - 1)
+        elif b.op is Ops.RANGE and a.op is Ops.CONST:  # k < r: r >= k + 1
+            bounds = narrowed.setdefault(b, [b.vmin, b.vmax])
+            bounds[0] = max(bounds[0], a.arg + 1)
+    if not narrowed:
+        return lo <= x.vmin and x.vmax <= hi
+    if any(v0 > v1 for v0, v1 in narrowed.values()):
+        return True  # the gate never holds: no access happens
+    stand_ins = {r: UOp.variable(f"given_{k}", v0, v1, r.dtype) for k, (r, (v0, v1)) in enumerate(narrowed.items())}
+    y = substitute(x, stand_ins)
+    return lo <= y.vmin and y.vmax <= hi
+
+
 CODEGEN_HELPERS = {"zero_of": zero_of, "reduce_start": reduce_start, "thread_loops": thread_loops,
-                   "with_thread_ids": with_thread_ids}
+                   "with_thread_ids": with_thread_ids, "implies": implies,
+                   "within_given": within_given}

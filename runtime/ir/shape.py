@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import weakref
 from typing import TYPE_CHECKING, Any, Iterable
 
 from rulec.runtime.ir.ops import GroupOp, Ops
@@ -114,3 +115,34 @@ def closed_ranges(n: UOp) -> tuple[UOp, ...]:
     if n.op is Ops.STORE:
         return n.src[2:]
     return ()
+
+
+# the devices of each node, from its sources' (a new op costs O(1), a graph is walked once)
+_devices: "weakref.WeakKeyDictionary[UOp, frozenset[str]]" = weakref.WeakKeyDictionary()
+
+
+def devices_of(u: UOp) -> frozenset[str]:
+    """The devices a tensor-level graph lives on: those of its buffers and placed constants, and the target of
+    a COPY (whose source is another device's business). Empty for a graph with no device."""
+    if (d := _devices.get(u)) is not None:
+        return d
+    for x in u.toposort(gate=lambda n: n not in _devices):
+        if x in _devices:
+            continue
+        if x.op is Ops.COPY and len(x.src) > 1 and x.src[1].op is Ops.DEVICE:
+            d = frozenset((x.src[1].arg,))
+        elif (x.op is Ops.BUFFER and len(x.src) > 1 and x.src[1].op is Ops.DEVICE) or \
+                (x.op is Ops.CONST and x.src and x.src[0].op is Ops.DEVICE):
+            d = frozenset((x.src[-1].arg,))
+        else:
+            d = frozenset().union(*(_devices[s] for s in x.src)) if x.src else frozenset()
+        _devices[x] = d
+    return _devices[u]
+
+
+def device_of(u: UOp, default: str = "CPU") -> str:
+    """The one device `u` lives on (`default` when it has none)."""
+    found = devices_of(u)
+    if len(found) > 1:
+        raise ValueError(f"a graph mixes the devices {sorted(found)}: copy with .to() first")
+    return next(iter(found)) if found else default

@@ -149,6 +149,12 @@ class ScheduleItem:
     def outputs(self) -> tuple[int, ...]:
         return tuple(st.src[0].src[0].arg for st in self.ast.src if st.op is Ops.STORE)
 
+    @property
+    def device(self) -> str:
+        """The device the kernel runs on: that of the buffer it writes (its first)."""
+        b = self.buffers[0]
+        return b.src[1].arg if len(b.src) > 1 and b.src[1].op is Ops.DEVICE else "CPU"
+
     def render(self, language: str = "c") -> str:
         """The kernel's complete source in `language`: "c", "opencl", "cuda" or "metal"."""
         if _renderer is None:

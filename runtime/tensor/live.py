@@ -6,6 +6,7 @@ import weakref
 from typing import Any
 
 from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.shape import devices_of as graph_devices  # noqa: F401 - the frontend's name
 from rulec.runtime.ir.uop import UOp
 
 # every live Tensor: realizing a graph must update each tensor that shares it

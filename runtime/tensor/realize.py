@@ -20,6 +20,7 @@ from rulec.backends.render import render
 from rulec.runtime.device import Device
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.schedule.pipeline import Pipeline, ScheduleItem, create_schedule, set_renderer
+from rulec.runtime.ir.shape import device_of
 from rulec.runtime.tensor.live import all_tensors, is_virtual
 from rulec.runtime.ir.uop import UOp, substitute
 
@@ -41,12 +42,27 @@ def schedule(*tensors: Tensor, pipeline: Pipeline | None = None) -> list[Schedul
 
 
 def run_item(item: ScheduleItem, var_vals: dict[str, int] | None = None, device: str | None = None) -> None:
-    """Run one kernel on `device` (default: Device.DEFAULT)."""
+    """Run one kernel on `device`, by default the device of the buffer it writes. A COPY between devices
+    is a copy of host memory: every device's buffers are host arrays (rulec.backends.device)."""
     arrays = [buffers.ensure_allocated(b) for b in item.buffers]
+    if item.ast.op is Ops.STORE and item.ast.src[1].op is Ops.COPY:
+        _copy(item, arrays)
+        return
     values = dict(var_vals or {})
     for b in item.bound_vars:
         values[b.src[0].arg[0]] = b.src[1].arg
-    run_kernel(item.ast, arrays, values, device or Device.DEFAULT)
+    run_kernel(item.ast, arrays, values, device or item.device)
+
+
+def _copy(item: ScheduleItem, arrays: list[np.ndarray]) -> None:
+    """A COPY kernel: one whole buffer into another, element for element (the scheduler realizes what a copy
+    reads, so it reads a buffer at the index it stores to); anything else is refused, never guessed."""
+    store = item.ast
+    read = store.src[1].src[0]
+    if not (read.op is Ops.LOAD and read.src[0].op is Ops.INDEX and len(arrays) == 2
+            and read.src[0].src[1:] == store.src[0].src[1:] and arrays[0].size == arrays[1].size):
+        raise RuntimeError(f"a COPY kernel that is not a whole-buffer copy: {store}")
+    arrays[0][...] = arrays[1]
 
 
 def _empty_as_const(u: UOp) -> UOp:
@@ -59,7 +75,7 @@ def _empty_as_const(u: UOp) -> UOp:
     empty = [x for x in u.toposort() if x.op not in _LEAVES and x.shape and 0 in x.shape and x.base.op is not Ops.CONST]
     if not empty:
         return u
-    device = () if is_virtual(u) else (UOp(Ops.DEVICE, arg="CPU"),)
+    device = () if is_virtual(u) else (UOp(Ops.DEVICE, arg=device_of(u, Device.DEFAULT)),)
 
     def const_view(x: UOp) -> UOp:
         c = UOp.const(x.dtype, 0, device)

@@ -41,7 +41,8 @@ import numpy as np
 
 from rulec.runtime import buffers
 from rulec.runtime.tensor import tensor_args
-from rulec.runtime.tensor.live import all_tensors, is_virtual
+from rulec.runtime.device import Device
+from rulec.runtime.tensor.live import all_tensors, graph_devices, is_virtual
 from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.engine.helpers import identity_element
 from rulec.runtime.ir.ops import Ops
@@ -179,21 +180,21 @@ class Tensor:
     _rng_counter: int = 0
 
     def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None):
-        _check_device(device)
+        dev = _device(device)
         dtype = to_dtype(dtype)
         if isinstance(data, Tensor):
-            uop = data.uop
+            uop = data.uop if device is None else data.to(dev).uop
         elif isinstance(data, UOp):
             uop = data
         elif isinstance(data, np.generic):  # before float: np.float64 subclasses float
-            uop = _const(dtype or buffers.from_numpy_dtype(data.dtype), data.item(), _ON_DEVICE)
+            uop = _const(dtype or buffers.from_numpy_dtype(data.dtype), data.item(), _on(dev))
         elif isinstance(data, (bool, int, float)):
-            uop = _const(dtype or _scalar_dtype(data), data, _ON_DEVICE)
+            uop = _const(dtype or _scalar_dtype(data), data, _on(dev))
         elif isinstance(data, np.ndarray):
-            uop = _buffer_view(data, dtype or buffers.from_numpy_dtype(data.dtype))
+            uop = _buffer_view(data, dtype or buffers.from_numpy_dtype(data.dtype), dev)
         elif isinstance(data, (list, tuple)):
             arr = tensor_args.python_data(np.array(data), dtype)
-            uop = _buffer_view(arr, dtype or _numpy_to_dtype(arr, from_python=True))
+            uop = _buffer_view(arr, dtype or _numpy_to_dtype(arr, from_python=True), dev)
         else:
             raise TypeError(f"cannot make a Tensor from {type(data).__name__}")
         if dtype is not None and uop.dtype != dtype:
@@ -217,8 +218,24 @@ class Tensor:
 
     @property
     def device(self) -> str | None:
-        """"CPU", or None for a tensor with no storage (see the module docstring)."""
-        return None if is_virtual(self.uop) else "CPU"
+        """The device the tensor lives on ("CPU", "CL", ...), or None for one with no storage (see the
+        module docstring)."""
+        devs = graph_devices(self.uop)  # cached per node: an op costs O(1) here, not a walk of its graph
+        if not devs:
+            return None
+        return next(iter(devs)) if len(devs) == 1 else Device.DEFAULT
+
+    def to(self, device: str | None) -> Tensor:
+        """This tensor on `device`: itself if it is there already (or has no device), else a COPY."""
+        dev = _device(device)
+        if self.device is None or self.device == dev:
+            return self
+        return Tensor(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, arg=dev))))
+
+    def to_(self, device: str | None) -> Tensor:
+        """Move this tensor to `device` in place (its graph becomes the copy)."""
+        self.uop = self.to(device).uop
+        return self
 
     def numel(self) -> int:
         return int(prod(self.shape))
@@ -242,16 +259,15 @@ class Tensor:
     @staticmethod
     def empty(*shape: Any, device: str | None = None, dtype: DType | str | None = None) -> Tensor:
         """An uninitialized buffer of this shape (float32 by default)."""
-        _check_device(device)
+        dev = _device(device)
         shape, dtype = _varshape(shape), to_dtype(dtype)
-        return Tensor(_reshape_buffer(buffers.new_buffer_uop(dtype or DEFAULT_FLOAT, int(prod(shape))), shape))
+        return Tensor(_reshape_buffer(buffers.new_buffer_uop(dtype or DEFAULT_FLOAT, int(prod(shape)), dev), shape))
 
     @staticmethod
     def full(shape: Any, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """A constant: `CONST.reshape((1,)*n).expand(shape)`; the dtype follows the value by default."""
-        _check_device(device)
         shape, dtype = _varshape((shape,)), to_dtype(dtype)
-        return Tensor(fill_value, dtype=dtype or _scalar_dtype(fill_value))._broadcast_to(shape)
+        return Tensor(fill_value, _device(device), dtype=dtype or _scalar_dtype(fill_value))._broadcast_to(shape)
 
     @staticmethod
     def zeros(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
@@ -275,7 +291,7 @@ class Tensor:
                device: str | None = None) -> Tensor:
         """`start, start+step, ...` below `stop`, lazily: element i is `start + i*step`, computed in
         `dtype` inside the kernels that use it. It has no device (see the module docstring)."""
-        _check_device(device)
+        _device(device)  # checked: an arange takes the device of the tensors it meets
         dtype = to_dtype(dtype)
         if stop is None:
             start, stop = 0, start
@@ -307,20 +323,20 @@ class Tensor:
     def rand(*shape: Any, seed: int | None = None, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """Uniform in [0, 1). Generated by numpy on the host into a realized buffer (tinygrad computes it
         on the device with threefry, so the values differ from tinygrad's)."""
-        _check_device(device)
+        dev = _device(device)
         shape = _varshape(shape)
         dtype = to_dtype(dtype) or DEFAULT_FLOAT
         values = np.asarray(Tensor._rng(seed).random(shape, dtype=np.float32))
-        return Tensor(values.astype(buffers.numpy_dtype(dtype)), dtype=dtype)
+        return Tensor(values.astype(buffers.numpy_dtype(dtype)), dev, dtype=dtype)
 
     @staticmethod
     def randn(*shape: Any, seed: int | None = None, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """Standard normal; host-generated like `rand`."""
-        _check_device(device)
+        dev = _device(device)
         shape = _varshape(shape)
         dtype = to_dtype(dtype) or DEFAULT_FLOAT
         values = np.asarray(Tensor._rng(seed).standard_normal(shape, dtype=np.float32))
-        return Tensor(values.astype(buffers.numpy_dtype(dtype)), dtype=dtype)
+        return Tensor(values.astype(buffers.numpy_dtype(dtype)), dev, dtype=dtype)
 
     # ------------------------------------------------------------------ graph building helpers
 
@@ -342,6 +358,7 @@ class Tensor:
     def _operands(*items: Any, dtype: DType | None = None) -> list[Tensor]:
         """Tensors and scalars promoted to one dtype (or `dtype`) and broadcast to one shape."""
         items = tuple(_operand(x) for x in items)
+        _same_device(items)
         dt = dtype or _promote(items)
         tensors = [x.cast(dt) if isinstance(x, Tensor) else _weak(x, dt) for x in items]
         shape = _broadcast_shape(*(t.shape for t in tensors))
@@ -793,6 +810,7 @@ class Tensor:
         """Concatenate along `dim`: each part padded to the full size, then added (one elementwise op)."""
         parts = (self, *args)
         _check_tensors("cat", args)
+        _same_device(parts)
         d = _norm_axis(dim, self.ndim, self.shape)
         for t in args:
             if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
@@ -1002,6 +1020,7 @@ class Tensor:
             raise ValueError(f"cannot assign a tensor of shape {x.shape} to one of shape {self.shape}")
         if x.dtype != self.dtype:
             raise ValueError(f"cannot assign a {x.dtype.name} tensor to a {self.dtype.name} tensor")
+        _same_device((self, x))
         base, chain = _view_of_storage(self.uop)
         if base is None or not chain or (whole := _value_in_base(base, chain, x.uop)) is None:
             self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
@@ -1017,7 +1036,22 @@ class Tensor:
 
 # ---------------------------------------------------------------------------------------- helpers
 
-_ON_DEVICE = (UOp(Ops.DEVICE, arg="CPU"),)
+def _device(device: str | None) -> str:
+    """A device argument, canonical ("cl" is "CL"); None is Device.DEFAULT."""
+    return Device.canonicalize(device)
+
+
+def _on(device: str) -> tuple[UOp, ...]:
+    """The sources that place a constant on `device`."""
+    return (UOp(Ops.DEVICE, arg=device),)
+
+
+def _same_device(items: tuple) -> None:
+    """Tensors combined by one op live on one device (tinygrad's rule); a Python scalar has none."""
+    devs = {t.device for t in items if isinstance(t, Tensor)} - {None}
+    if len(devs) > 1:
+        shapes = ", ".join(f"{t.device} {t.shape}" for t in items if isinstance(t, Tensor) and t.device)
+        raise ValueError(f"tensors on different devices ({shapes}): move one with .to(device) first")
 
 
 def to_dtype(dtype: DType | str | None) -> DType | None:
@@ -1033,12 +1067,6 @@ def _check_tensors(name: str, args: tuple) -> None:
     for i, t in enumerate(args):
         if not isinstance(t, Tensor):
             raise TypeError(f"{name} takes Tensors; argument {i + 1} is {type(t).__name__}")
-
-
-def _check_device(device: str | None) -> None:
-    # kernels run on the reference interpreter; other devices are a backend's business, not silently CPU
-    if device is not None and device.upper() != "CPU":
-        raise ValueError(f"device {device!r} is not available: rulec tensors live on 'CPU'")
 
 
 def _along(x: Tensor, axis: int, lo: int, hi: int, repeat: int = 1) -> Tensor:
@@ -1129,5 +1157,5 @@ def _reshape_buffer(buf: UOp, shape: tuple[int, ...]) -> UOp:
     return UOp(Ops.RESHAPE, buf.dtype, (buf,), tuple(shape))
 
 
-def _buffer_view(arr: np.ndarray, dtype: DType) -> UOp:
-    return _reshape_buffer(buffers.from_numpy(arr, dtype), arr.shape)
+def _buffer_view(arr: np.ndarray, dtype: DType, device: str) -> UOp:
+    return _reshape_buffer(buffers.from_numpy(arr, dtype, device), arr.shape)

@@ -36,7 +36,7 @@ def bufferize_to_store(x: UOp) -> UOp:
         for op, arg in _through_movement(x.src[0].src[2]) if len(x.src[0].src) > 2 else []:
             out = UOp(op, out.dtype, (out,), arg)
         return UOp(Ops.RESHAPE, x.dtype, (out,), shape, x.tag)
-    buf = new_buffer_uop(x.dtype, size)
+    buf = new_buffer_uop(x.dtype, size, opts.device)
     shaped = UOp(Ops.RESHAPE, buf.dtype, (buf,), shape)
     target = UOp(Ops.INDEX, ptr, (shaped, *ranges))
     store = UOp(Ops.STORE, x.dtype, (target, x.src[0], *ranges))

@@ -15,6 +15,8 @@ from typing import Any
 from rulec.runtime.ir.dtype import AddrSpace, dtypes
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.engine.rewrite import RewriteNotReady, graph_rewrite
+from rulec.runtime.device import Device
+from rulec.runtime.ir.shape import device_of
 from rulec.runtime.ir.uop import UOp
 
 
@@ -71,7 +73,8 @@ def map_realize(ctx: RangeifyContext, x: UOp) -> UOp | None:
         return done
     ranges = [ctx.new_range(s) for s in x.shape]
     body = _index(x.src[0], ranges)
-    out = ctx.made[x] = UOp(Ops.BUFFERIZE, x.dtype, (body, *x.src[1:], *ranges), BufferizeOpts(), x.src[0].tag)
+    opts = BufferizeOpts(device_of(x.src[0], Device.DEFAULT))  # a graph of constants alone: the default
+    out = ctx.made[x] = UOp(Ops.BUFFERIZE, x.dtype, (body, *x.src[1:], *ranges), opts, x.src[0].tag)
     return out
 
 
@@ -123,7 +126,7 @@ def index_child(ctx: RangeifyContext, c: UOp, x: UOp, idx: UOp) -> UOp:
     if ended_axes:
         # consumers disagree: materialize a buffer over the new ranges and read it back
         assert len(ended_axes) == len(out), "partial buffers of shared nodes need local memory"
-        ret = UOp(Ops.BUFFERIZE, c.dtype, (ret, *ended), BufferizeOpts())
+        ret = UOp(Ops.BUFFERIZE, c.dtype, (ret, *ended), BufferizeOpts(device_of(c, Device.DEFAULT)))
         ret = _index(ret, [idx.src[1 + a] for a in ended_axes])
     return ret
 
