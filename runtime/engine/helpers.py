@@ -236,7 +236,7 @@ def log2(x: int) -> int:
 
 
 # The ops a constant fold evaluates: integer arithmetic, bool logic and integer comparisons, the fragment
-# whose exact value the egglog engine can mirror in i64 (rulec/emit_egglog.py, FOLD_TEMPLATES). POW and
+# whose exact value the egglog engine can mirror in i64 (rulec/egglog_forms.py, FOLD_ALU). POW and
 # FDIV are left alone: neither has been folded before, and egglog has no exact i64 power.
 _FOLD_ARITH = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.NEG, Ops.SHL, Ops.SHR})
 _FOLD_LOGIC = frozenset({Ops.AND, Ops.OR, Ops.XOR})
