@@ -1,8 +1,9 @@
 """The pipeline file, compiled: a JSON artifact the scheduler runs without a YAML parser or the checker.
 
 It holds what `rulec.runtime.schedule.pipeline.Pipeline.from_artifact` needs and nothing the checker alone uses:
-stages in order (rule sets, traversal, context, result, or a Python step), the contexts' factories, and
-each stage's `file:line:col` for messages and traces.
+stages in order (rule sets, traversal, engine, context, result, or a Python step), the contexts' factories,
+the rule sets the stages' Python runs itself (`matchers`), and each stage's `file:line:col` for messages and
+traces.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 
 from .pipeline_check import PipelineSpec
 
-ARTIFACT_FORMAT = 1
+ARTIFACT_FORMAT = 2  # 2: per-stage engine, `matchers`
 
 
 def emit_pipeline(spec: PipelineSpec) -> str:
@@ -19,7 +20,9 @@ def emit_pipeline(spec: PipelineSpec) -> str:
         "format": ARTIFACT_FORMAT,
         "file": spec.path,
         "contexts": {name: c.factory for name, c in spec.contexts.items()},
+        "matchers": list(spec.matchers),
         "stages": [{"name": s.name, "rules": list(s.rules), "bottom_up": s.bottom_up, "context": s.context,
-                    "keep_result": s.keep_result, "call": s.call, "loc": str(s.loc)} for s in spec.stages],
+                    "keep_result": s.keep_result, "call": s.call, "engine": s.engine, "loc": str(s.loc)}
+                   for s in spec.stages],
     }
     return json.dumps(data, indent=1, sort_keys=True) + "\n"

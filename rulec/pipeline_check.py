@@ -1,36 +1,46 @@
 """The scheduler's pipeline file, read and checked like a rule file.
 
     callbacks: [package.module]        # optional: modules `call:` and context factories may name
+    matchers: [rule_set]               # optional: rule sets the Python of the stages runs itself
     contexts:                          # named rewrite contexts, shared by the stages that name them
       seen: list                       # an empty list or dict, or a factory `module:callable`
-      state: package.module:State
+      state: package.module:State      # (given the matchers when it has a `matchers` parameter)
     stages:                            # run in order
       - name: number the nodes
-        rules: [rule_set, other_set]   # rule sets of rulec's rules/ folder, composed in order
+        rules: [rule_set, other_set]   # rule sets of the pipeline's build, composed in order
         traversal: bottom_up           # or top_down (the default)
         context: seen                  # optional
         result: discard                # optional: keep (default) or discard the rewritten graph
+      - name: fold the index arithmetic
+        rules: [rule_set]
+        engine: egglog                 # optional: python (the default) or egglog
       - name: a python step
         call: package.module:function  # function(sink) or, with a context, function(sink, ctx)
 
+A rule set is one of the pipeline's build: the rule files of its folder (rulec's own rules for
+rulec's pipeline files), then rulec's own sets for names the folder does not define.
+
 `read_pipeline` reports every problem as a `file:line:col` diagnostic and returns the
-checked structure that `rulec.runtime.schedule.pipeline` runs. Checking imports nothing.
+checked structure that `rulec.runtime.schedule.pipeline` runs. Checking imports nothing; a
+stage on the egglog engine has its rule sets compiled (not imported) to see which rules
+egglog can run.
 """
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rulec.runtime.schedule.pipeline import PLAIN_CONTEXTS  # an empty container: data, not code
+from rulec.runtime.schedule.pipeline import ENGINES, PLAIN_CONTEXTS  # data, not code
 
 from .callback_check import CallbackScope, find_definition
-from .diagnostics import Loc, Reporter
+from .diagnostics import CompileError, Loc, Reporter
 from .parse import CALLBACKS_KEY, _dotted_name as dotted_name, parse_callbacks_key
 from .source import YNode, load_yaml
 
-PIPELINE_KEYS = (CALLBACKS_KEY, "contexts", "stages")
-STAGE_KEYS = ("name", "rules", "traversal", "context", "result", "call")
+PIPELINE_KEYS = (CALLBACKS_KEY, "matchers", "contexts", "stages")
+STAGE_KEYS = ("name", "rules", "traversal", "context", "result", "call", "engine")
 TRAVERSALS = ("bottom_up", "top_down")
 RESULTS = ("keep", "discard")
 
@@ -57,6 +67,9 @@ class StageSpec:
     keep_result: bool = True
     call: str | None = None  # "module:function" for a Python step
     call_loc: Loc | None = None
+    engine: str = "python"
+    engine_loc: Loc | None = None
+    rule_locs: list[Loc] = field(default_factory=list)  # of each name in `rules`
 
 
 @dataclass
@@ -65,6 +78,7 @@ class PipelineSpec:
     callbacks: CallbackScope
     contexts: dict[str, ContextSpec]
     stages: list[StageSpec]
+    matchers: list[str] = field(default_factory=list)  # rule sets callbacks and helpers run themselves
 
     def callback_refs(self) -> list[tuple[str, Loc]]:
         """Every `module:callable` the pipeline runs, with where it is named."""
@@ -72,24 +86,47 @@ class PipelineSpec:
         return refs + [(s.call, s.call_loc or s.loc) for s in self.stages if s.call is not None]
 
 
-def shipped_ruleset_names() -> set[str]:
-    """The rule sets a stage may name: those of rulec's rules/ folder, which the runtime loads by name."""
-    from rulec.runtime.resources import rules_dir
-
-    from rulec.runtime.engine.artifacts import rule_files
-
+def _defined_names(folder: Path) -> set[str]:
+    """The rule sets the rule files under `folder` define (their top-level keys; parsed, not checked)."""
     names: set[str] = set()
-    for f in rule_files([rules_dir()]):
-        if is_pipeline_file(f) or f.name == "ops.yaml":
-            continue
-        root = load_yaml(str(f), f.read_text(encoding="utf-8"))
+    for f in _rule_files_of(folder):
+        try:
+            root = load_yaml(str(f), f.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, CompileError):
+            continue  # the file's own check reports it
         if root is not None and isinstance(root.value, dict):
             names |= set(root.value) - {CALLBACKS_KEY}
     return names
 
 
+def _rule_files_of(folder: Path) -> list[Path]:
+    from rulec.runtime.engine.artifacts import rule_files
+
+    return [f for f in rule_files([folder]) if not is_pipeline_file(f) and f.name != "ops.yaml"]
+
+
+def build_folders(path: str | Path) -> list[Path]:
+    """Where the rule sets of the pipeline file `path` come from, first match first: rulec's own rules for one
+    of rulec's files; else the pipeline's folder, then rulec's own rules (as rulec.runtime.schedule.pipeline
+    resolves them)."""
+    from rulec.runtime.engine.artifacts import default_sources
+
+    shipped = [d.resolve() for d in default_sources()]
+    p = Path(path).resolve()
+    return shipped if any(p.is_relative_to(d) for d in shipped) else [p.parent, *shipped]
+
+
+def known_ruleset_names(path: str | Path) -> set[str]:
+    """The rule sets the pipeline file `path` may name."""
+    names: set[str] = set()
+    for folder in build_folders(path):
+        names |= _defined_names(folder)
+    return names
+
+
 def read_pipeline(path: str, text: str, rep: Reporter, rulesets: set[str] | None = None) -> PipelineSpec | None:
     """Check a pipeline file; None when it is too broken to read further (the reasons are in `rep`)."""
+    errors_before = len(rep.errors)  # the reporter may carry other files' errors
     root = load_yaml(path, text)
     if root is None or not isinstance(root.value, dict):
         rep.error(root.loc if root is not None else Loc(path, 1, 1), "a pipeline file maps `contexts` and `stages`")
@@ -99,14 +136,15 @@ def read_pipeline(path: str, text: str, rep: Reporter, rulesets: set[str] | None
         _unknown(rep, root.key_locs[key], key, PIPELINE_KEYS, "pipeline key")
     scope = parse_callbacks_key(root, path, rep)
     contexts = _contexts(root.get("contexts"), scope, rep)
+    known = known_ruleset_names(path) if rulesets is None else rulesets
+    matchers = _matchers(root.get("matchers"), known, rep)
     node = root.get("stages")
     if node is None and unknown:
-        return PipelineSpec(path, scope, contexts, [])  # a misspelled `stages` is reported already
+        return PipelineSpec(path, scope, contexts, [], matchers)  # a misspelled `stages` is reported already
     if node is None or not isinstance(node.value, list) or not node.value:
         rep.error(node.loc if node is not None else root.key_locs.get("contexts", root.loc),
                   "a pipeline file needs a non-empty `stages` list")
-        return PipelineSpec(path, scope, contexts, [])
-    known = shipped_ruleset_names() if rulesets is None else rulesets
+        return PipelineSpec(path, scope, contexts, [], matchers)
     stages: list[StageSpec] = []
     seen: dict[str, Loc] = {}
     for item in node.value:
@@ -117,7 +155,29 @@ def read_pipeline(path: str, text: str, rep: Reporter, rulesets: set[str] | None
             rep.error(st.loc, f"stage name '{st.name}' is already used at {seen[st.name]}", len(st.name))
         seen.setdefault(st.name, st.loc)
         stages.append(st)
-    return PipelineSpec(path, scope, contexts, stages)
+    egglog = [st for st in stages if st.engine == "egglog" and st.call is None]
+    if egglog and len(rep.errors) == errors_before:
+        _check_egglog_sets(path, egglog, rep)
+    return PipelineSpec(path, scope, contexts, stages, matchers)
+
+
+def _matchers(node: YNode | None, known: set[str], rep: Reporter) -> list[str]:
+    if node is None:
+        return []
+    if not isinstance(node.value, list):
+        rep.error(node.loc, "`matchers` is a list of rule-set names")
+        return []
+    out: list[str] = []
+    for it in node.value:
+        name = _text(it, "a rule-set name", rep)
+        if name is None:
+            continue
+        if name not in known:
+            _unknown(rep, it.loc, name, sorted(known), "rule set")
+        elif name in out:
+            rep.error(it.loc, f"rule set '{name}' is listed twice under `matchers`", len(name))
+        out.append(name)
+    return out
 
 
 def _unknown(rep: Reporter, loc: Loc, value: str, allowed: tuple[str, ...] | list[str], what: str) -> None:
@@ -158,9 +218,12 @@ def _contexts(node: YNode | None, scope: CallbackScope, rep: Reporter) -> dict[s
         ref = _ref(value, f"context '{name}'", rep)
         if ref is not None:
             found = find_definition(*ref, scope, value.loc, rep, what="context factory")
-            if found is not None and found.kind == "function" and (found.required > 0 or found.keyword_only):
-                rep.error(value.loc, f"context factory {ref[1]} must take no arguments, but it takes "
-                                     f"{', '.join(found.positional + found.keyword_only)}")
+            # it is called with no arguments, or with `matchers=` when it has that parameter
+            needed = [p for p in found.positional[:found.required] + found.keyword_only
+                      if p != "matchers"] if found is not None and found.kind == "function" else []
+            if needed:
+                rep.error(value.loc, f"context factory {ref[1]} must take no arguments (but `matchers`), but it "
+                                     f"takes {', '.join(needed)}")
         # a bad factory is reported above; the name stays declared so stages naming it are not reported too
         out[name] = ContextSpec(name, value.value.strip() if ref is not None else "", value.loc)
     return out
@@ -193,6 +256,7 @@ def _stage(node: YNode, contexts: dict[str, ContextSpec], scope: CallbackScope, 
             if rs not in known:
                 _unknown(rep, it.loc, rs, sorted(known), "rule set")
             st.rules.append(rs)
+            st.rule_locs.append(it.loc)
     if "traversal" in v:
         t = v["traversal"]
         if t.value not in TRAVERSALS:
@@ -214,6 +278,8 @@ def _stage(node: YNode, contexts: dict[str, ContextSpec], scope: CallbackScope, 
         if r.value not in RESULTS:
             rep.error(r.loc, f"result must be keep or discard, not {r.value!r}", len(str(r.raw or r.value)))
         st.keep_result = r.value != "discard"
+    if "engine" in v:
+        _engine(v["engine"], node, st, rep)
     if "call" in v:
         for key in ("traversal", "result"):
             if key in v:
@@ -223,6 +289,122 @@ def _stage(node: YNode, contexts: dict[str, ContextSpec], scope: CallbackScope, 
             st.call, st.call_loc = f"{ref[0]}:{ref[1]}", v["call"].loc
             _check_step(ref, st, v["call"].loc, scope, rep)
     return st
+
+
+def _engine(e: YNode, stage: YNode, st: StageSpec, rep: Reporter) -> None:
+    """`engine:` of a stage; egglog runs pure rule sets only: no `call`, no context, no traversal."""
+    shown = e.value if isinstance(e.value, str) else str(e.raw)
+    if e.value not in ENGINES:
+        close = difflib.get_close_matches(shown, ENGINES, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        rep.error(e.loc, f"unknown engine '{shown}': a stage runs on one of {', '.join(ENGINES)}{hint}", len(shown))
+        return
+    st.engine, st.engine_loc = e.value, e.loc
+    if e.value != "egglog":
+        return
+    v = stage.value
+    if "call" in v:
+        rep.error(e.loc, f"stage '{st.name}' is a `call`: a Python step runs no engine", len(shown))
+    if "context" in v:
+        rep.error(e.loc, f"stage '{st.name}' has a context ('{st.context}'); the egglog engine runs pure rules "
+                         f"and passes no context: use the python engine", len(shown))
+    if "traversal" in v:
+        rep.error(stage.key_locs["traversal"], f"`traversal` applies to the python engine; stage '{st.name}' "
+                                               f"runs on egglog, which saturates the whole graph", len("traversal"))
+
+
+@dataclass(frozen=True)
+class EgglogFacts:
+    """What the egglog engine can do with one rule set, as the build would emit it."""
+
+    rules: int
+    impure: tuple[str, ...]  # rules with `call:` or `fact:` (Python, and the stage context)
+    compiled: int  # rules of its egglog program
+    skipped: tuple[tuple[str, str], ...]  # (rule, why) of the rules left out of it
+
+
+def _check_egglog_sets(path: str, stages: list[StageSpec], rep: Reporter) -> None:
+    """Each rule set of an egglog stage: no callbacks or facts, and an egglog program (warn when partial)."""
+    facts = egglog_facts(path, {n for st in stages for n in st.rules})
+    for st in stages:
+        for name, loc in zip(st.rules, st.rule_locs):
+            f = facts.get(name)
+            if f is None:  # its files have errors of their own (reported where they are checked)
+                continue
+            if f.impure:
+                rep.error(loc, f"rule set '{name}' has callbacks ({_listed(f.impure)}): stage '{st.name}' can "
+                               f"run it on the python engine only", len(name))
+            elif f.compiled == 0:
+                why = _listed([f"{r}: {w}" for r, w in f.skipped]) if f.skipped else "it has no rules"
+                rep.error(loc, f"rule set '{name}' has no egglog program: none of its rules compiles to egglog "
+                               f"({why})", len(name))
+            elif f.skipped:
+                rep.warning(loc, f"on egglog, stage '{st.name}' runs {f.compiled} of the {f.rules} rules of "
+                                 f"'{name}'; left out: {_listed([f'{r} ({w})' for r, w in f.skipped])}", len(name))
+
+
+def _listed(items, most: int = 3) -> str:
+    items = list(items)
+    more = f", and {len(items) - most} more" if len(items) > most else ""
+    return ", ".join(items[:most]) + more
+
+
+def egglog_facts(path: str | Path, names: set[str]) -> dict[str, EgglogFacts]:
+    """For the rule sets `names` of the pipeline file `path`'s build: what runs on egglog. Sets whose files
+    fail to check are left out."""
+    from rulec.runtime.engine.artifacts import source_hashes
+
+    out: dict[str, EgglogFacts] = {}
+    found: set[str] = set()
+    for folder in build_folders(path):
+        key = tuple(sorted(source_hashes(list(_rule_files_of(folder))).items()))
+        defined = _folder_defines(str(folder), key)
+        for name in sorted(names - found):
+            if name in defined:  # the first folder defining it is where it comes from, even with errors
+                found.add(name)
+                f = _facts_of(str(folder), key, name)
+                if f is not None:
+                    out[name] = f
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _folder_defines(folder: str, key: tuple) -> frozenset[str]:
+    return frozenset(_defined_names(Path(folder)))
+
+
+@functools.lru_cache(maxsize=16)
+def _checked_table(folder: str, key: tuple):
+    """The checked rule sets of the rule files under `folder` (key: their hashes), or None with errors."""
+    from .check import check
+    from .compiler import display_path
+    from .parse import parse_file
+    from .reading import SourceError, read_source
+
+    rep = Reporter()
+    parsed = []
+    for f in _rule_files_of(Path(folder)):
+        name = display_path(f)
+        try:
+            parsed.append(parse_file(name, read_source(f, name), rep))
+        except (SourceError, CompileError):
+            return None
+    table = check(parsed, rep)
+    return None if rep.errors else table
+
+
+@functools.lru_cache(maxsize=64)
+def _facts_of(folder: str, key: tuple, name: str) -> EgglogFacts | None:
+    from .emit_egglog import emit_egglog
+
+    table = _checked_table(folder, key)
+    if table is None or name not in table:
+        return None
+    rules = table[name].all_rules(table)
+    impure = tuple(r.name for r in rules if not r.pure)
+    egg = emit_egglog(name, rules)
+    return EgglogFacts(len(rules), impure, len(egg.rules),
+                       tuple((r.name, why) for r, why in egg.skipped))
 
 
 def _check_step(ref: tuple[str, str], st: StageSpec, loc: Loc, scope: CallbackScope, rep: Reporter) -> None:

@@ -132,9 +132,8 @@ def test_an_edit_to_rulecs_own_pipeline_is_seen_in_the_same_process(tmp_path, mo
     monkeypatch.setattr(artifacts, "default_sources", lambda: [rules])
     monkeypatch.setattr(artifacts, "_shipped_build", [])
     monkeypatch.setattr(artifacts, "_shipped", {})
-    schedule._matcher.cache_clear()
+    monkeypatch.setattr(schedule, "_loaded", {})
     path = rules / "schedule" / "pipeline.yaml"
     assert "symbolic" in [s.name for s in schedule.load_pipeline(path).stages]
     path.write_text(path.read_text().replace("  - name: symbolic\n", "  - name: symbolic, renamed\n"))
     assert "symbolic, renamed" in [s.name for s in schedule.load_pipeline(path).stages]
-    schedule._matcher.cache_clear()

@@ -130,6 +130,24 @@ PIPELINE_CASES = {
     "declared standard library": ("callbacks:\n", "callbacks:\n  - os\n", "os",
                                   "'os' is part of Python's standard library; callbacks must be defined in your own "
                                   "modules"),
+    "unknown engine": ("    rules: [remove_costly_buffers]\n", "    rules: [remove_costly_buffers]\n    engine: eglog\n",
+                       "eglog", "unknown engine 'eglog': a stage runs on one of python, egglog (did you mean 'egglog'?)"),
+    "egglog on a call": ("    call: rulec.runtime.schedule.callbacks.cleanups:collect_outputs\n",
+                         "    call: rulec.runtime.schedule.callbacks.cleanups:collect_outputs\n    engine: egglog\n",
+                         "egglog", "stage 'collect outputs' is a `call`: a Python step runs no engine"),
+    "egglog with a context": ("    traversal: bottom_up\n    context: rangeify", "    engine: egglog\n    context: rangeify",
+                              "egglog", "stage 'rangeify' has a context ('rangeify'); the egglog engine runs pure rules "
+                                        "and passes no context: use the python engine"),
+    "egglog with a traversal": ("    rules: [remove_costly_buffers]\n    traversal: bottom_up\n",
+                                "    rules: [remove_costly_buffers]\n    traversal: bottom_up\n    engine: egglog\n",
+                                "traversal", "`traversal` applies to the python engine; stage 'remove costly buffers' "
+                                             "runs on egglog, which saturates the whole graph"),
+    "egglog on a set with callbacks": ("    rules: [split_kernels]\n    traversal: top_down\n",
+                                       "    rules: [split_kernels]\n    engine: egglog\n", "split_kernels",
+                                       "rule set 'split_kernels' has callbacks (store-to-kernel): stage 'split kernels' "
+                                       "can run it on the python engine only"),
+    "matchers: unknown set": ("matchers: [index_symbolic,", "matchers: [index_symbolc,", "index_symbolc",
+                              "unknown rule set 'index_symbolc' (did you mean 'index_symbolic'?)"),
     "invalid YAML": ("    context: rangeify\n", "    context: [rangeify\n", ":",
                      f"invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence at line "
                      f"{_line('    context: rangeify')})"),
@@ -162,7 +180,7 @@ def test_a_context_factory_must_take_no_arguments(tmp_path, monkeypatch):
     path, bad = edited(tmp_path, monkeypatch, PIPELINE, "uop_list: list", "uop_list: ctx_factories_xyz:make",
                        "pipeline.yaml")
     at_token(the_error(path), bad, "ctx_factories_xyz",
-             "context factory make must take no arguments, but it takes n")
+             "context factory make must take no arguments (but `matchers`), but it takes n")
 
 
 def test_checking_a_pipeline_runs_no_callback_code_building_imports_it(tmp_path, monkeypatch):
@@ -225,3 +243,45 @@ def test_bad_op_table(tmp_path, monkeypatch, case):
     if old == "  NOOP: {}\n" and new.count("NOOP") == 2:  # the second occurrence is the duplicate
         bad = bad.replace("  NOOP: {}\n", "  XXXX: {}\n", 1)
     at_token(d, bad, token, message)
+
+
+# ------------------------------------------------------------------ engine: egglog, by rule set
+
+SYMBOLIC_STAGE = "  - name: symbolic\n    rules: [index_symbolic, reduce_collapse]\n    traversal: top_down\n"
+
+
+def test_egglog_on_a_set_without_an_egglog_program(tmp_path, monkeypatch):
+    path, bad = edited(tmp_path, monkeypatch, PIPELINE, SYMBOLIC_STAGE,
+                       "  - name: symbolic\n    rules: [reduce_collapse]\n    engine: egglog\n", "pipeline.yaml")
+    d = the_error(path)
+    line = bad.split("\n")[d.loc.line - 1]
+    assert line == "    rules: [reduce_collapse]" and d.loc.col == line.index("reduce_collapse") + 1
+    assert d.message.startswith("rule set 'reduce_collapse' has no egglog program: none of its rules compiles to "
+                                "egglog (reduce-split-ranges: "), d.message
+
+
+HALF = """\
+half:
+  doc: one rule egglog runs, one it cannot
+  rules:
+    - name: add-zero
+      match: (ADD x 0)
+      rewrite: x
+    - name: mul-one-if
+      match: (MUL x 1)
+      rewrite: (if {x.op is Ops.CONST} x x)
+"""
+
+
+def test_egglog_on_a_set_egglog_runs_in_part_is_a_warning(tmp_path, monkeypatch):
+    """The set is the pipeline folder's own: a stage may name the rule sets of its folder."""
+    (tmp_path / "half.yaml").write_text(HALF)
+    path, bad = edited(tmp_path, monkeypatch, PIPELINE, SYMBOLIC_STAGE,
+                       "  - name: symbolic\n    rules: [half]\n    engine: egglog\n", "pipeline.yaml")
+    project = compile_project([path])
+    d = only(project.diagnostics, "warning")
+    line = bad.split("\n")[d.loc.line - 1]
+    assert line == "    rules: [half]" and d.loc.col == line.index("half") + 1
+    # the reason in parentheses is the egglog emitter's
+    assert d.message.startswith("on egglog, stage 'symbolic' runs 1 of the 2 rules of 'half'; left out: mul-one-if ("), \
+        d.message

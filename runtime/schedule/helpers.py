@@ -13,6 +13,8 @@ from rulec.runtime.ir.dtype import DType, PtrDType, dtypes
 from rulec.runtime.ir.ops import GroupOp, Ops
 from rulec.runtime.ir.uop import UOp, op_mask, substitute
 from rulec.runtime.ir.walk import run_recursive
+from rulec.runtime.engine.rewrite import graph_rewrite
+from rulec.runtime.schedule.matchers import current
 
 # op sets tested against a node's cached op mask (UOp.has_op) instead of walking its subgraph
 _COSTLY = op_mask(Ops.REDUCE, Ops.COPY, Ops.ASSIGN)
@@ -37,9 +39,9 @@ def flip_indices(idxs: tuple[UOp, ...], shape: tuple, flips: tuple[bool, ...]) -
 
 
 def _simplify(u: UOp) -> UOp:
-    from rulec.runtime.schedule.callbacks.rangeify import simplify  # the `index_symbolic` rules, loaded on first use
-
-    return simplify(u)
+    """`u` through `index_symbolic`: a helper is given no context (rules cannot pass it on), so it reads the
+    set from the running pipeline's matchers (runtime/schedule/matchers.py; rulec's own outside a run)."""
+    return graph_rewrite(u, current()["index_symbolic"], name="symbolic (index)")
 
 
 def _idx(v: int) -> UOp:

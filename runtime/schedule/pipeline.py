@@ -1,23 +1,33 @@
 """Run the scheduler pipeline of rules/schedule/pipeline.yaml over a tensor graph.
 
 The pipeline is data: an ordered list of stages, each naming its rule sets, its
-traversal and its context type (or a Python step). `rulec build` checks the file
-(the same check `rulec check` runs) and compiles it into a JSON artifact of the
-build; this module runs that artifact's stages with the build's matchers, and
-needs no YAML parser and no compiler module to do it.
+traversal, its engine and its context type (or a Python step). `rulec build` checks
+the file (the same check `rulec check` runs) and compiles it into a JSON artifact of
+the build; this module runs that artifact's stages, and needs no YAML parser and no
+compiler module to do it.
+
+Rule sets come from the build the pipeline was loaded from: rulec's own rules for
+rulec's pipeline files; for any other file, the rule files of its folder first and
+rulec's own sets for the names the folder does not define. That holds for the sets
+the stages run and for those their Python runs itself (`matchers:`, handed over
+through the stage context and runtime/schedule/matchers.py).
 """
 from __future__ import annotations
 
-import functools
+import dataclasses
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from rulec.runtime.engine import artifacts
 from rulec.runtime.schedule.kernel_check import check_kernel
+from rulec.runtime.schedule.matchers import StageMatchers, running
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.engine.rewrite import graph_rewrite
 from rulec.runtime.ir.uop import UOp
+
+ENGINES = ("python", "egglog")
 
 
 @dataclass
@@ -29,6 +39,7 @@ class Stage:
     keep_result: bool = True
     call: str | None = None  # "module:function" for a Python step
     loc: str = ""
+    engine: str = "python"  # or "egglog": each rule set saturated in turn, the cheapest form kept
 
 
 @dataclass
@@ -36,19 +47,25 @@ class Pipeline:
     path: Path
     contexts: dict[str, str]  # name -> "list", "dict" or "module:factory"
     stages: list[Stage]
+    matchers: tuple[str, ...] = ()  # rule sets the pipeline's callbacks and helpers run themselves
+    sources: list[Path] | None = None  # the build the file belongs to; None: rulec's own rules
     # each context factory and call step, imported once (a schedule runs every stage)
     _imported: dict[str, Callable[..., Any]] = field(default_factory=dict, repr=False, compare=False)
+    # rule sets and composed stage matchers, resolved from the build once
+    _sets: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _composed: dict[tuple[str, ...], Any] = field(default_factory=dict, repr=False, compare=False)
+    _stage_matchers: list[StageMatchers] = field(default_factory=list, repr=False, compare=False)
 
     @classmethod
-    def from_artifact(cls, path: Path, data: dict) -> Pipeline:
+    def from_artifact(cls, path: Path, data: dict, sources: list[Path] | None = None) -> Pipeline:
         """The pipeline a build compiled from the file `path` (rulec/emit_pipeline.py writes `data`)."""
         stages = [Stage(s["name"], list(s["rules"]), s["bottom_up"], s["context"], s["keep_result"], s["call"],
-                        s["loc"]) for s in data["stages"]]
-        return cls(path, dict(data["contexts"]), stages)
+                        s["loc"], s["engine"]) for s in data["stages"]]
+        return cls(path, dict(data["contexts"]), stages, tuple(data["matchers"]), sources)
 
     def without(self, *names: str) -> Pipeline:
         """A copy with the named stages removed (for experiments)."""
-        return Pipeline(self.path, self.contexts, [s for s in self.stages if s.name not in names])
+        return dataclasses.replace(self, stages=[s for s in self.stages if s.name not in names])
 
     def resolve(self, ref: str) -> Callable[..., Any]:
         """A context factory or call step: imported here, and only if defined in its (declared) module."""
@@ -62,8 +79,63 @@ class Pipeline:
             fn = self._imported[ref] = load_defined(module, name, [str(self.path.resolve().parent)])
         return fn
 
+    def ruleset(self, name: str):
+        """The rule set `name` of this pipeline's build (rulec's own when the build does not define it)."""
+        rs = self._sets.get(name)
+        if rs is None:
+            rs = self._sets[name] = _ruleset(self.sources, name)
+        return rs
+
+    def matcher(self, names: tuple[str, ...]):
+        """The rule sets `names` as one matcher, in order (a python-engine stage)."""
+        m = self._composed.get(names)
+        if m is None:
+            parts = [self.ruleset(n).matcher for n in names]
+            m = parts[0]
+            for p in parts[1:]:
+                m = m + p
+            self._composed[names] = m
+        return m
+
+    def stage_matchers(self) -> StageMatchers:
+        """The sets declared under `matchers:`, as callbacks and helpers read them (resolved on first use)."""
+        if not self._stage_matchers:
+            self._stage_matchers.append(StageMatchers(self.matchers, lambda n: self.ruleset(n).matcher,
+                                                      str(self.path)))
+        return self._stage_matchers[0]
+
+    def make_context(self, name: str) -> Any:
+        """A fresh context `name`; a factory with a `matchers` parameter is given the pipeline's matchers."""
+        factory = self.resolve(self.contexts[name])
+        if _takes_matchers(factory):
+            return factory(matchers=self.stage_matchers())
+        return factory()
+
 
 PLAIN_CONTEXTS = ("list", "dict")
+
+_TAKES_MATCHERS: dict[Any, bool] = {}
+
+
+def _takes_matchers(factory: Callable[..., Any]) -> bool:
+    got = _TAKES_MATCHERS.get(factory)
+    if got is None:
+        try:
+            got = "matchers" in inspect.signature(factory).parameters
+        except (TypeError, ValueError):  # a builtin (list, dict) has no signature to read
+            got = False
+        _TAKES_MATCHERS[factory] = got
+    return got
+
+
+def _ruleset(sources: list[Path] | None, name: str):
+    if sources is not None and sources != artifacts.default_sources():
+        out = artifacts.default_build_dir(sources)
+        own = artifacts.use(sources, out, True,
+                            lambda b: b.ruleset(name) if name in b.manifest["rulesets"] else None)
+        if own is not None:
+            return own
+    return artifacts.shipped_ruleset(name)
 
 
 def default_pipeline_path() -> Path:
@@ -73,26 +145,35 @@ def default_pipeline_path() -> Path:
 
 
 def _sources_of(path: Path) -> list[Path]:
-    """The build a pipeline file belongs to: rulec's own rules when it is one of them, else the file alone."""
+    """The build a pipeline file belongs to: rulec's own rules when it is one of them, else the rule files of
+    its folder (as `rulec build FOLDER` builds them)."""
     shipped = artifacts.default_sources()
     if any(path.is_relative_to(d.resolve()) for d in shipped):
         return shipped
-    return [path]
+    return [path.parent]
 
 
-@functools.cache
+_loaded: dict[tuple[str, str], Pipeline] = {}
+
+
 def _cached_pipeline(path: str, sha: str) -> Pipeline:
+    got = _loaded.get((path, sha))
+    if got is not None:
+        return got
     sources = _sources_of(Path(path))
     if sources == artifacts.default_sources():
         if artifacts.shipped_build().manifest["sources"].get(artifacts.source_key(Path(path))) != sha:
             # edited since rulec's build was checked in this process: check (and rebuild) it again, and
             # use the rule sets of that build from now on
             artifacts.forget_shipped()
-            _matcher.cache_clear()
+            _loaded.clear()
         data = artifacts.from_shipped(lambda b: b.pipeline(Path(path)))
+        pipe = Pipeline.from_artifact(Path(path), data)
     else:
         data = artifacts.use(sources, artifacts.default_build_dir(sources), True, lambda b: b.pipeline(Path(path)))
-    return Pipeline.from_artifact(Path(path), data)
+        pipe = Pipeline.from_artifact(Path(path), data, sources)
+    _loaded[(path, sha)] = pipe
+    return pipe
 
 
 def load_pipeline(path: str | Path | None = None) -> Pipeline:
@@ -105,32 +186,34 @@ def load_pipeline(path: str | Path | None = None) -> Pipeline:
 parse_pipeline = load_pipeline  # the name older callers use
 
 
-@functools.cache
-def _matcher(names: tuple[str, ...]):
-    matchers = [artifacts.shipped_matcher(n) for n in names]
-    out = matchers[0]
-    for m in matchers[1:]:
-        out = out + m
-    return out
-
-
 def run_pipeline(sink: UOp, pipeline: Pipeline | None = None) -> tuple[UOp, dict[str, Any]]:
-    """Run every stage in order; returns the final graph and the contexts the stages used."""
+    """Run every stage in order; returns the final graph and the contexts the stages used.
+
+    For the duration of the run, the pipeline's `matchers:` are the current ones (matchers.current())."""
     pipe = pipeline or load_pipeline()
     contexts: dict[str, Any] = {}
-    for st in pipe.stages:
-        ctx = None
-        if st.context is not None:
-            if st.context not in contexts:
-                contexts[st.context] = pipe.resolve(pipe.contexts[st.context])()
-            ctx = contexts[st.context]
-        if st.call is not None:
-            fn = pipe.resolve(st.call)
-            sink = fn(sink, ctx) if st.context is not None else fn(sink)
-            continue
-        out = graph_rewrite(sink, _matcher(tuple(st.rules)), ctx=ctx, bottom_up=st.bottom_up, name=st.name)
-        if st.keep_result:
-            sink = out
+    with running(pipe.stage_matchers()):
+        for st in pipe.stages:
+            ctx = None
+            if st.context is not None:
+                if st.context not in contexts:
+                    contexts[st.context] = pipe.make_context(st.context)
+                ctx = contexts[st.context]
+            if st.call is not None:
+                fn = pipe.resolve(st.call)
+                sink = fn(sink, ctx) if st.context is not None else fn(sink)
+                continue
+            if st.engine == "egglog":
+                out = sink
+                # the checker allowed only pure sets with a program; a set with rules egglog cannot run was
+                # a warning, and runs the rules that compiled
+                for name in st.rules:
+                    out = pipe.ruleset(name).rewrite(out, engine="egglog", allow_partial=True)
+            else:
+                out = graph_rewrite(sink, pipe.matcher(tuple(st.rules)), ctx=ctx, bottom_up=st.bottom_up,
+                                    name=st.name)
+            if st.keep_result:
+                sink = out
     return sink, contexts
 
 

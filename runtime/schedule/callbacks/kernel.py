@@ -6,7 +6,6 @@ lives in KernelContext; the kernel's own rewrite runs the `kernel_globals` and
 """
 from __future__ import annotations
 
-import functools
 import weakref
 from dataclasses import dataclass, field
 from typing import Generator
@@ -16,6 +15,7 @@ from rulec.runtime.ir.ops import GroupOp, Ops
 from rulec.runtime.engine.rewrite import graph_rewrite
 from rulec.runtime.ir.uop import UOp, op_mask
 from rulec.runtime.ir.walk import run_recursive
+from rulec.runtime.schedule.matchers import current
 
 
 @dataclass(frozen=True)
@@ -127,11 +127,10 @@ def _assigned_at_or_below(a: UOp) -> frozenset[UOp]:
     return run_recursive(walk, a, _ASSIGNED)
 
 
-@functools.cache
 def _kernel_rules():
-    from rulec.runtime.engine.artifacts import shipped_matcher
-
-    return shipped_matcher("kernel_globals") + shipped_matcher("kernel_codegen")
+    """`kernel_globals` then `kernel_codegen`, from the running pipeline's matchers: split_store is declared
+    without a context (rules/schedule/kernel.yaml), so it reads them for the run (runtime/schedule/matchers.py)."""
+    return current().composed("kernel_globals", "kernel_codegen")
 
 
 def split_store(x: UOp) -> UOp | None:
