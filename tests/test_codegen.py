@@ -307,3 +307,17 @@ def test_egglog_extraction_never_adds_ops_on_the_corpus():
         before = extract.index_operands(k.lowered)
         assert extract.alu_count(extract.index_operands(extract.extract_indices(k.lowered))) <= \
             extract.alu_count(before), label
+
+
+def test_cpu_reduce_kernels_upcast_their_innermost_output_loop():
+    from rulec.runtime.codegen.helpers import UPCAST
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((32, 48)).astype(np.float32), rng.standard_normal((48, 16)).astype(np.float32)
+    item = Tensor.schedule(T(a) @ T(b))[0]
+    src = item.render("c")
+    assert all(f"float acc{k};" in src for k in range(UPCAST)) and f"acc{UPCAST};" not in src
+    assert src.count("for (") == 3  # two output loops (the inner one 16/UPCAST long) and one shared reduce loop
+    assert f"< {16 // UPCAST}; " in src
+    assert "acc1" not in item.render("opencl")  # GPU targets use thread ids instead
+    np.testing.assert_allclose((T(a) @ T(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
