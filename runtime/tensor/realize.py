@@ -1,7 +1,8 @@
 """Realization: schedule tensors into kernels, run them, and make the tensors point at buffers.
 
-The kernels run on `Device.DEFAULT` (rulec.backends.device: compiled C on CPU by default, OpenCL,
-or the numpy reference interpreter on PYTHON). Copies and views are not kernels.
+Each kernel runs on the device of the buffer it writes (rulec.backends.device: compiled C on CPU, OpenCL
+on CL, the numpy reference interpreter on PYTHON); new tensors live on `Device.DEFAULT`. A COPY between
+devices is a copy of memory; views are not kernels.
 
 Two kinds of tensors are never scheduled. One of no elements has nothing to compute (`to_numpy` gives
 an empty array). One with no device (runtime/tensor/tensor.py: an `arange` and what is computed from it) stays
