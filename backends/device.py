@@ -10,6 +10,7 @@ a driver and METAL off macOS still render and compile; running raises `DeviceUna
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
@@ -61,7 +62,10 @@ class _Launch:
             self.program(arrays, vals, global_size=self.kernel.global_size, outputs=self.kernel.outputs)
 
 
-_compiled: dict[tuple[UOp, str], _Launch] = {}
+# compiled programs by kernel and device, most recently used last; bounded, so that a long-running process
+# (a hypothesis run schedules thousands of distinct kernels) does not keep every kernel it ever ran
+MAX_COMPILED = 2048
+_compiled: OrderedDict[tuple[UOp, str], _Launch] = OrderedDict()
 
 
 def run_kernel(ast: UOp, arrays: Sequence[np.ndarray], var_vals: dict[str, int], device: str) -> None:
@@ -72,9 +76,14 @@ def run_kernel(ast: UOp, arrays: Sequence[np.ndarray], var_vals: dict[str, int],
 
         interpret(ast, list(arrays), var_vals)
         return
-    launch = _compiled.get((ast, device))
+    key = (ast, device)
+    launch = _compiled.get(key)
     if launch is None:
-        launch = _compiled[(ast, device)] = compile_kernel(ast, device)
+        launch = _compiled[key] = compile_kernel(ast, device)
+        if len(_compiled) > MAX_COMPILED:
+            _compiled.popitem(last=False)
+    else:
+        _compiled.move_to_end(key)
     _check_distinct(arrays)
     missing = [v.arg[0] for v in launch.kernel.variables if v.arg[0] not in var_vals]
     if missing:

@@ -157,4 +157,6 @@ def compile_c(name: str, source: str) -> CProgram:
                 shown = " ".join(shlex.quote(c) for c in cmd[:-3]) + " -o K.so -lm"
                 raise KernelCompileError(name, "C", source, res.stderr or res.stdout, shown)
     prog = _programs[memo] = CProgram(name, source, path)
+    if len(_programs) > 4096:  # bounded: the oldest entry goes (its library stays loaded: ctypes never unloads)
+        del _programs[next(iter(_programs))]
     return prog
