@@ -7,6 +7,7 @@ from rulec.runtime.ir.alu import reduce_identity
 from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.uop import UOp, substitute
+from rulec.runtime.schedule.kernel_bounds import conjuncts, gated_bounds
 
 # GPU targets launch at most this many thread-id dimensions (x, y, z)
 MAX_THREAD_DIMS = 3
@@ -58,43 +59,16 @@ def with_thread_ids(sink: UOp, loops: tuple[UOp, ...]) -> UOp:
 
 
 
-def _conjuncts(g: UOp) -> set[UOp]:
-    out, stack = set(), [g]
-    while stack:
-        u = stack.pop()
-        if u.op is Ops.AND and u.dtype.scalar == dtypes.bool:
-            stack.extend(u.src)
-        else:
-            out.add(u)
-    return out
-
-
 def implies(h: UOp, g: UOp) -> bool:
     """Whether the gate `h` implies `g`: every conjunct of `g` is one of `h` (both ANDs of conditions)."""
-    return _conjuncts(g) <= _conjuncts(h)
+    return set(conjuncts([g])) <= set(conjuncts([h]))
 
 
 def within_given(x: UOp, gate: UOp, lo: int, hi: int) -> bool:
-    """Whether `lo <= x <= hi` wherever `gate` holds: each range the gate bounds (a conjunct `r < k` or
-    `k < r` with a constant k) is narrowed to those bounds, and the bounds of `x` are read again."""
-    narrowed: dict[UOp, list[int]] = {}
-    for c in _conjuncts(gate):
-        if c.op is not Ops.CMPLT:
-            continue
-        a, b = c.src
-        if a.op is Ops.RANGE and b.op is Ops.CONST:  # r < k: r <= k - 1
-            bounds = narrowed.setdefault(a, [a.vmin, a.vmax])
-            bounds[1] = min(bounds[1], b.arg - 1)
-        elif b.op is Ops.RANGE and a.op is Ops.CONST:  # k < r: r >= k + 1
-            bounds = narrowed.setdefault(b, [b.vmin, b.vmax])
-            bounds[0] = max(bounds[0], a.arg + 1)
-    if not narrowed:
-        return lo <= x.vmin and x.vmax <= hi
-    if any(v0 > v1 for v0, v1 in narrowed.values()):
-        return True  # the gate never holds: no access happens
-    stand_ins = {r: UOp.variable(f"given_{k}", v0, v1, r.dtype) for k, (r, (v0, v1)) in enumerate(narrowed.items())}
-    y = substitute(x, stand_ins)
-    return lo <= y.vmin and y.vmax <= hi
+    """Whether `lo <= x <= hi` wherever `gate` holds: the kernel checker's gated interval analysis
+    (runtime/schedule/kernel_bounds.py), which narrows what each comparison of the gate bounds."""
+    bounds = gated_bounds(UOp(Ops.WHERE, x.dtype, (gate, x, UOp(Ops.INVALID, x.dtype))))
+    return bounds is None or (lo <= bounds[0] and bounds[1] <= hi)  # None: the gate never holds
 
 
 # lanes of the upcast innermost output loop of a reduce kernel (rules/codegen/upcast.yaml); 8 measured

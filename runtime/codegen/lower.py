@@ -37,16 +37,19 @@ class LoweredKernel:
         return size[0], size[1], size[2]
 
 
-def lower(ast: UOp, target: str = "cpu") -> LoweredKernel:
-    """`ast` lowered for `target` ("cpu": loops; "gpu": outer loops as thread ids)."""
-    return _lower(ast, target)
+def lower(ast: UOp, target: str = "cpu", without: tuple[str, ...] = ()) -> LoweredKernel:
+    """`ast` lowered for `target` ("cpu": loops; "gpu": outer loops as thread ids), leaving out the stages
+    named in `without` (for measurements: `("upcast",)` gives the plain loop nests)."""
+    return _lower(ast, target, tuple(without))
 
 
 @functools.lru_cache(maxsize=4096)
-def _lower(ast: UOp, target: str) -> LoweredKernel:
+def _lower(ast: UOp, target: str, without: tuple[str, ...] = ()) -> LoweredKernel:
     if target not in PIPELINES:
         raise ValueError(f"unknown lowering target {target!r}: expected one of {sorted(PIPELINES)}")
     pipe = load_pipeline(rules_dir() / "codegen" / PIPELINES[target])
+    if without:
+        pipe = pipe.without(*without)
     sink = ast if ast.op is Ops.SINK else UOp.sink(ast)
     lowered, _ = run_pipeline(sink, pipe)
     nodes = lowered.toposort()

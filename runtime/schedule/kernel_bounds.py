@@ -33,7 +33,8 @@ def split_gate(index: UOp) -> tuple[list[UOp], UOp]:
     return conds, index
 
 
-def _conjuncts(conds: list[UOp]) -> list[UOp]:
+def conjuncts(conds: list[UOp]) -> list[UOp]:
+    """The conditions of `conds` with every boolean AND split into its parts."""
     out, todo = [], list(conds)
     while todo:
         c = todo.pop()
@@ -58,7 +59,7 @@ def _narrowing(conds: list[UOp]) -> dict[UOp, tuple[int, int]]:
             for x, xlo, xhi in _solve(u, lo, hi):  # `4 - r0 < 4` also bounds r0 (and so `2 - r0`)
                 keep(x, xlo, xhi, depth + 1)
 
-    for c in _conjuncts(conds):
+    for c in conjuncts(conds):
         if c.op is Ops.CMPLT:
             a, b = c.src
             keep(a, a.vmin, b.vmax - 1)  # a < b: a <= max(b) - 1, b >= min(a) + 1
