@@ -10,6 +10,7 @@ a driver and METAL off macOS still render and compile; running raises `DeviceUna
 """
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from typing import Any, Sequence
 
@@ -19,6 +20,7 @@ from rulec.backends.errors import DeviceUnavailable
 from rulec.backends.render import backend, kernel_name
 from rulec.runtime.codegen.lower import lower
 from rulec.runtime.device import DEVICES, Device, canonical
+from rulec.runtime.engine.trace import active_trace
 from rulec.runtime.ir.uop import UOp
 
 LANGUAGE = {"CPU": "c", "CL": "opencl", "CUDA": "cuda", "METAL": "metal"}
@@ -71,10 +73,14 @@ _compiled: OrderedDict[tuple[UOp, str], _Launch] = OrderedDict()
 def run_kernel(ast: UOp, arrays: Sequence[np.ndarray], var_vals: dict[str, int], device: str) -> None:
     """Run one kernel on `device` over the flat arrays of its buffers (DEFINE_GLOBAL order)."""
     device = canonical(device)
+    trace = active_trace()
+    t0 = time.perf_counter() if trace is not None else 0.0
     if device == "PYTHON":
         from rulec.runtime.interpret.interpret import run_kernel as interpret
 
         interpret(ast, list(arrays), var_vals)
+        if trace is not None:
+            trace.kernel_ran(kernel_name(ast), ast, device, time.perf_counter() - t0)
         return
     key = (ast, device)
     launch = _compiled.get(key)
@@ -82,6 +88,10 @@ def run_kernel(ast: UOp, arrays: Sequence[np.ndarray], var_vals: dict[str, int],
         launch = _compiled[key] = compile_kernel(ast, device)
         if len(_compiled) > MAX_COMPILED:
             _compiled.popitem(last=False)
+        if trace is not None:
+            t1 = time.perf_counter()
+            trace.kernel_compiled(kernel_name(ast), ast, device, t1 - t0)
+            t0 = t1
     else:
         _compiled.move_to_end(key)
     _check_distinct(arrays)
@@ -89,6 +99,8 @@ def run_kernel(ast: UOp, arrays: Sequence[np.ndarray], var_vals: dict[str, int],
     if missing:
         raise ValueError(f"kernel needs values for the variables {missing}")
     launch(arrays, [int(var_vals[v.arg[0]]) for v in launch.kernel.variables])
+    if trace is not None:
+        trace.kernel_ran(kernel_name(ast), ast, device, time.perf_counter() - t0)
 
 
 def _check_distinct(arrays: Sequence[np.ndarray]) -> None:

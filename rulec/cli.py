@@ -1,4 +1,4 @@
-"""The `rulec` command: build, check and show rule sets.
+"""The `rulec` command: build, check and show rule sets; run, trace and measure programs.
 
 Exit status: 0 on success, 1 when a rule file has errors (or warnings with
 --werror), 2 on bad usage, 130 when interrupted.
@@ -153,7 +153,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def make_parser() -> argparse.ArgumentParser:
     from .build import egglog_version
 
-    p = argparse.ArgumentParser(prog="rulec", description="Compile and inspect rulec rule files.")
+    p = argparse.ArgumentParser(prog="rulec", description="Compile and inspect rulec rule files; run and trace programs.")
     p.add_argument("--version", action="version", version=f"rulec {__version__} (egglog {egglog_version()})")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -181,7 +181,11 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--python", action="store_true", help="only the generated Python")
     s.add_argument("--egglog", action="store_true", help="only the generated egglog")
     s.set_defaults(func=cmd_show)
-    p.set_defaults(commands={"build": b, "check": c, "show": s})
+    from .tools import explain, run, stats, trace_cmd
+
+    tools = {"run": run.add_parser(sub), "trace": trace_cmd.add_parser(sub), "stats": stats.add_parser(sub),
+             "explain": explain.add_parser(sub)}
+    p.set_defaults(commands={"build": b, "check": c, "show": s, **tools})
     return p
 
 

@@ -508,3 +508,25 @@ def test_bitcast():
     x = np.array([1.0, -2.0], np.float32)
     out = _elementwise(Ops.BITCAST, f32, dtypes.uint32, x)
     np.testing.assert_array_equal(out, x.view(np.uint32))
+
+
+def test_lazy_eval_sums_products_without_building_them():
+    """A float MUL read only by sums is evaluated as one einsum of its factors (runtime/interpret/lazy_eval.py):
+    the same values as the plain product-then-sum, also where both factors broadcast the summed axis, and
+    for empty arrays."""
+    from rulec import Tensor
+    from rulec.runtime.interpret.lazy_eval import evaluate
+
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal((7, 3)).astype(np.float32)
+    col = rng.standard_normal((3, 1)).astype(np.float32)
+    cases = [
+        (lambda: Tensor(a) @ Tensor(b), lambda: a @ b),
+        (lambda: (Tensor(col).expand(3, 4) * Tensor(col).expand(3, 4)).sum(1), lambda: (col * col * 4)[:, 0]),
+        (lambda: (Tensor(a) * 2).sum(0), lambda: (a * 2).sum(0)),
+        (lambda: Tensor(np.zeros((0,), np.float32)) @ Tensor(np.zeros((0, 2), np.float32)), lambda: np.zeros(2)),
+    ]
+    for build, ref in cases:
+        t = build()
+        np.testing.assert_allclose(evaluate(t.uop), ref(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(evaluate(t.uop, wide=True), ref(), rtol=1e-5, atol=1e-5)

@@ -106,10 +106,11 @@ class _Rewriter:
             except Exception as e:
                 raise self._rule_failed(rid, e)
             finally:
-                st.seconds += time.perf_counter() - t0
+                dt = time.perf_counter() - t0
+                st.seconds += dt
             if r is not None and r is not n:
                 st.hits += 1
-                trace.record(self.name, rules[rid], n, r)
+                trace.record(self.name, rules[rid], n, r, dt)
                 self._count(n, r, rid)
                 return r
         return None

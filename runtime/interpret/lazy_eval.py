@@ -29,22 +29,34 @@ from rulec.runtime.ir.ops import GroupOp, Ops
 from rulec.runtime.ir.uop import UOp
 
 
-def evaluate(uop: UOp, var_vals: dict[str, int] | None = None) -> np.ndarray:
+def evaluate(uop: UOp, var_vals: dict[str, int] | None = None, wide: bool = False) -> np.ndarray:
     """The value of a tensor-level node, as a fresh numpy array of its shape and dtype."""
-    return evaluate_all(uop, var_vals=var_vals)[0]
+    return evaluate_all(uop, var_vals=var_vals, wide=wide)[0]
 
 
-def evaluate_all(*uops: UOp, var_vals: dict[str, int] | None = None) -> list[np.ndarray]:
-    """The values of several nodes, sharing the work on common subgraphs."""
+def evaluate_all(*uops: UOp, var_vals: dict[str, int] | None = None, wide: bool = False) -> list[np.ndarray]:
+    """The values of several nodes, sharing the work on common subgraphs.
+
+    wide=True computes every floating-point node in float64 (constants from their exact args, casts
+    between float dtypes not rounding): the high-precision reference that `rulec run --check` compares
+    float32 results with. Integer and bool nodes are computed exactly as without it."""
     memo: dict[UOp, Any] = {}
     var_vals = {**_bindings(uops), **(var_vals or {})}
+    for root in uops:
+        if root.op is Ops.SINK:
+            raise ValueError("evaluate the outputs of a SINK (evaluate_all(*sink.src)), not the SINK")
+    order = [n for n in UOp.sink(*uops).toposort() if n.op is not Ops.SINK] if uops else []
+    deferred = _summed_products(order, set(uops))
     with np.errstate(all="ignore"):  # wrapping ints and inf/nan floats are the semantics, not errors
-        for root in uops:
-            if root.op is Ops.SINK:
-                raise ValueError("evaluate the outputs of a SINK (evaluate_all(*sink.src)), not the SINK")
-            for node in root.toposort():
-                if node not in memo:
-                    memo[node] = _eval_node(node, [memo[s] for s in node.src], var_vals)
+        for node in order:
+            if node in deferred:
+                a, b = memo[node.src[0]], memo[node.src[1]]
+                if np.shape(a) != np.shape(b):
+                    raise ValueError(f"lazy_eval: MUL sources have different shapes {[np.shape(a), np.shape(b)]}; "
+                                     "broadcasting must be explicit")
+                memo[node] = _Product(a, b, node)
+            else:
+                memo[node] = _eval_node(node, [memo[s] for s in node.src], var_vals, wide)
     return [np.array(memo[u], copy=True) for u in uops]
 
 
@@ -86,7 +98,11 @@ def _resolve(arg: Any, var_vals: dict[str, int]) -> Any:
     return arg
 
 
-def _eval_node(node: UOp, srcs: list[Any], var_vals: dict[str, int]) -> Any:
+def _storage(dtype: Any, wide: bool) -> np.dtype:
+    return np.dtype(np.float64) if wide and dtype.kind == "float" else buffers.numpy_dtype(dtype)
+
+
+def _eval_node(node: UOp, srcs: list[Any], var_vals: dict[str, int], wide: bool = False) -> Any:
     if node.op in (Ops.UNIQUE, Ops.DEVICE):
         return None  # bookkeeping sources of BUFFER, not values
     fn = _HANDLERS.get(node.op)
@@ -98,8 +114,15 @@ def _eval_node(node: UOp, srcs: list[Any], var_vals: dict[str, int]) -> Any:
     if node.op in GroupOp.Movement and _symbolic(node.arg):
         # symbolic sizes in a movement op's arg take the values of their variables
         node = node.replace(arg=_resolve(node.arg, var_vals))
-    out = np.asarray(fn(node, *srcs) if node.op not in _NEEDS_VARS else fn(node, var_vals))
-    out = out.astype(buffers.numpy_dtype(node.dtype), copy=False)
+    if wide and node.op is Ops.BITCAST and srcs[0].dtype != buffers.numpy_dtype(node.src[0].dtype):
+        srcs = [srcs[0].astype(buffers.numpy_dtype(node.src[0].dtype))]  # the bits of the narrow value
+    if wide and node.op is Ops.CONST and node.dtype.kind == "float":
+        out = np.asarray(np.float64(node.arg))
+    elif wide and node.op is Ops.CAST:
+        out = np.asarray(srcs[0]).astype(_storage(node.dtype, True))
+    else:
+        out = np.asarray(fn(node, *srcs) if node.op not in _NEEDS_VARS else fn(node, var_vals))
+    out = out.astype(_storage(node.dtype, wide), copy=False)
     shape = node.shape
     if shape is not None and not _symbolic(shape) and out.shape != tuple(shape):
         raise ValueError(f"lazy_eval: {node.op.name} computed shape {out.shape}, the graph says {node.shape}")
@@ -152,8 +175,52 @@ def _elementwise(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 # ------------------------------------------------------------------ reduce
 
-def _reduce_axis(node: UOp, x: np.ndarray) -> np.ndarray:
+class _Product:
+    """A float MUL whose only readers sum it (a matmul, a convolution): kept as its two factors, so the sum
+    is one einsum over the factors' own axes instead of a broadcast product of every pair."""
+
+    def __init__(self, a: np.ndarray, b: np.ndarray, node: UOp):
+        self.a, self.b, self.node = a, b, node
+
+
+def _summed_products(order: list[UOp], roots: set[UOp]) -> set[UOp]:
+    readers: dict[UOp, list[UOp]] = {}
+    for n in order:
+        for s in n.src:
+            readers.setdefault(s, []).append(n)
+    return {n for n in order if n.op is Ops.MUL and n.dtype.kind == "float" and n not in roots and readers.get(n)
+            and all(r.op is Ops.REDUCE_AXIS and r.arg[0] is Ops.ADD for r in readers[n])}
+
+
+def _einsum_sum(p: _Product, axes: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """sum(a * b, axes, keepdims) where a and b have one (broadcast) shape: each factor enters the einsum
+    with only its real axes (stride 0 marks a broadcast one), so no product array is built."""
+    shape = np.broadcast_shapes(np.shape(p.a), np.shape(p.b))
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    if len(shape) > len(letters) or 0 in shape:  # (an empty product: nothing to save)
+        return np.multiply(p.a, p.b).sum(axis=axes, keepdims=True, dtype=dtype)
+    parts, subs = [], []
+    for x in (p.a, p.b):
+        x = np.broadcast_to(np.asarray(x, dtype=dtype), shape)
+        real = [i for i in range(len(shape)) if x.strides[i] != 0 and shape[i] != 1]
+        parts.append(x[tuple(slice(None) if i in real else 0 for i in range(len(shape)))])
+        subs.append("".join(letters[i] for i in real))
+    present = set("".join(subs))
+    kept = [i for i in range(len(shape)) if i not in axes and letters[i] in present]
+    out = np.einsum(f"{subs[0]},{subs[1]}->{''.join(letters[i] for i in kept)}", *parts, optimize=True)
+    # reduced axes that neither factor has add up equal terms
+    for i in axes:
+        if letters[i] not in present:
+            out = out * shape[i]
+    full = tuple(1 if i in axes else shape[i] for i in range(len(shape)))
+    squeezed = tuple(shape[i] if i in kept else 1 for i in range(len(shape)))
+    return np.broadcast_to(np.asarray(out, dtype=dtype).reshape(squeezed), full)
+
+
+def _reduce_axis(node: UOp, x: Any) -> np.ndarray:
     op, axes = node.arg
+    if isinstance(x, _Product):
+        return _einsum_sum(x, tuple(axes), np.result_type(np.asarray(x.a).dtype, np.asarray(x.b).dtype))
     return REDUCE[op].reduce(x, axis=tuple(axes), keepdims=True, dtype=x.dtype)
 
 

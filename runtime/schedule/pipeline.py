@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -25,6 +26,7 @@ from rulec.runtime.schedule.kernel_check import check_kernel
 from rulec.runtime.schedule.matchers import StageMatchers, running
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.engine.rewrite import graph_rewrite
+from rulec.runtime.engine.trace import active_trace
 from rulec.runtime.ir.uop import UOp
 
 ENGINES = ("python", "egglog")
@@ -40,6 +42,11 @@ class Stage:
     call: str | None = None  # "module:function" for a Python step
     loc: str = ""
     engine: str = "python"  # or "egglog": each rule set saturated in turn, the cheapest form kept
+
+    @property
+    def kind(self) -> str:
+        """"call" (a Python step), "egglog" or "rules" (the python engine), as traces name it."""
+        return "call" if self.call is not None else "egglog" if self.engine == "egglog" else "rules"
 
 
 @dataclass
@@ -62,6 +69,11 @@ class Pipeline:
         stages = [Stage(s["name"], list(s["rules"]), s["bottom_up"], s["context"], s["keep_result"], s["call"],
                         s["loc"], s["engine"]) for s in data["stages"]]
         return cls(path, dict(data["contexts"]), stages, tuple(data["matchers"]), sources)
+
+    @property
+    def label(self) -> str:
+        """The pipeline's name in traces: its file, with the folder it is in ("codegen/cpu.pipeline.yaml")."""
+        return f"{self.path.parent.name}/{self.path.name}"
 
     def without(self, *names: str) -> Pipeline:
         """A copy with the named stages removed (for experiments)."""
@@ -192,29 +204,39 @@ def run_pipeline(sink: UOp, pipeline: Pipeline | None = None) -> tuple[UOp, dict
     For the duration of the run, the pipeline's `matchers:` are the current ones (matchers.current())."""
     pipe = pipeline or load_pipeline()
     contexts: dict[str, Any] = {}
+    trace = active_trace()
     with running(pipe.stage_matchers()):
         for st in pipe.stages:
-            ctx = None
-            if st.context is not None:
-                if st.context not in contexts:
-                    contexts[st.context] = pipe.make_context(st.context)
-                ctx = contexts[st.context]
-            if st.call is not None:
-                fn = pipe.resolve(st.call)
-                sink = fn(sink, ctx) if st.context is not None else fn(sink)
+            if trace is None:
+                sink = _run_stage(pipe, st, sink, contexts)
                 continue
-            if st.engine == "egglog":
-                out = sink
-                # the checker allowed only pure sets with a program; a set with rules egglog cannot run was
-                # a warning, and runs the rules that compiled
-                for name in st.rules:
-                    out = pipe.ruleset(name).rewrite(out, engine="egglog", allow_partial=True)
-            else:
-                out = graph_rewrite(sink, pipe.matcher(tuple(st.rules)), ctx=ctx, bottom_up=st.bottom_up,
-                                    name=st.name)
-            if st.keep_result:
-                sink = out
+            index = trace.stage_begin(pipe.label, st.name, st.kind, st.loc, tuple(st.rules), sink)
+            t0 = time.perf_counter()
+            try:
+                sink = _run_stage(pipe, st, sink, contexts)
+            finally:
+                trace.stage_end(index, sink, time.perf_counter() - t0)
     return sink, contexts
+
+
+def _run_stage(pipe: Pipeline, st: Stage, sink: UOp, contexts: dict[str, Any]) -> UOp:
+    ctx = None
+    if st.context is not None:
+        if st.context not in contexts:
+            contexts[st.context] = pipe.make_context(st.context)
+        ctx = contexts[st.context]
+    if st.call is not None:
+        fn = pipe.resolve(st.call)
+        return fn(sink, ctx) if st.context is not None else fn(sink)
+    if st.engine == "egglog":
+        out = sink
+        # the checker allowed only pure sets with a program; a set with rules egglog cannot run was
+        # a warning, and runs the rules that compiled
+        for name in st.rules:
+            out = pipe.ruleset(name).rewrite(out, engine="egglog", allow_partial=True)
+    else:
+        out = graph_rewrite(sink, pipe.matcher(tuple(st.rules)), ctx=ctx, bottom_up=st.bottom_up, name=st.name)
+    return out if st.keep_result else sink
 
 
 # ------------------------------------------------------------------ schedule items

@@ -11,7 +11,7 @@ it was.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -29,6 +29,18 @@ if TYPE_CHECKING:
     from rulec.runtime.tensor.tensor import Tensor
 
 set_renderer(render)
+
+
+class RealizeWatcher(Protocol):
+    """Told about every `realize` (tools such as `rulec run --check` and `--emit` use this)."""
+
+    def before_realize(self, tensors: tuple[Tensor, ...]) -> None: ...
+
+    def after_realize(self, tensors: tuple[Tensor, ...], items: list[ScheduleItem]) -> None: ...
+
+
+# the watchers of every realize, in order; empty unless a tool installed one
+WATCHERS: list[RealizeWatcher] = []
 
 
 def _sink(tensors) -> UOp:
@@ -92,12 +104,14 @@ def realize(*tensors: Tensor, pipeline: Pipeline | None = None) -> list[Schedule
     """Schedule, run every kernel, and replace the realized graphs by their buffers."""
     for t in tensors:
         t.uop = _empty_as_const(t.uop)
+    for w in WATCHERS:
+        w.before_realize(tensors)
     items, becomes = create_schedule(_sink(tensors), pipeline)
     for item in items:
         run_item(item)
     # a view of existing buffers is its own value: rebinding it to a copy the schedule made (an assign's
     # value is stored to a fresh buffer first) would detach its readers from a buffer later assigns write
-    becomes = {u: v for u, v in becomes.items() if not _is_view(u)}
+    becomes = {u: v for u, v in becomes.items() if not is_view(u)}
     if becomes:
         done = {u: _after_run(v) for u, v in becomes.items()}
         # every live tensor that shares a realized graph points at the buffers from now on
@@ -106,10 +120,12 @@ def realize(*tensors: Tensor, pipeline: Pipeline | None = None) -> list[Schedule
                 t.uop = done[t.uop]
             elif any(p in done for p in t.uop.toposort()):
                 t.uop = substitute(t.uop, done)
+    for w in WATCHERS:
+        w.after_realize(tensors, items)
     return items
 
 
-def _is_view(u: UOp) -> bool:
+def is_view(u: UOp) -> bool:
     return all(x.op in _VIEW_OPS for x in u.toposort())
 
 
