@@ -222,3 +222,19 @@ def test_explain_reports_unknown_rules_and_nodes(capsys):
     assert status == 2 and "no rule named 'no-such-rule'" in err
     status, _, err = _explain(capsys, "add-zero", "--at", "nffffffffffff", PADDED)
     assert status == 2 and "no node 'nffffffffffff'" in err
+
+
+def test_why_gives_the_chain_of_rules_that_made_a_kernel(padded_trace):
+    kernel = padded_trace["kernels"][0]["ast"]
+    done = _rulec("why", kernel[:9], PADDED)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"node {kernel}") and lines[1].startswith("made from ")
+    steps = [ln for ln in lines if ln[:5].strip().rstrip(".").isdigit()]
+    assert len(steps) >= 3
+    rules = {r["id"] for r in padded_trace["rules"]}
+    for ln in steps:  # each step names a rule of the trace and its file:line:col
+        rule, loc = ln.rsplit("] ", 1)[1].split()
+        assert rule in rules and (ROOT / loc.split(":")[0]).exists()
+    assert "rangeify/" in done.stdout and "bufferize_to_store/" in done.stdout
+    assert _rulec("why", "nffffffff", PADDED).returncode == 2
