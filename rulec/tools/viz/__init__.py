@@ -1,0 +1,1 @@
+"""The explorer: one self-contained HTML page over one trace (`rulec viz`)."""
