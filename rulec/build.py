@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Callable
 
 from . import __version__
 from .check import check_build_size
@@ -122,9 +123,11 @@ class BuildResult:
 
 
 def build(paths: list[str | Path] | None = None, out_dir: str | Path | None = None, force: bool = False,
-          relocatable: bool = False) -> BuildResult:
+          relocatable: bool = False, progress: Callable[[str, int, int], None] | None = None) -> BuildResult:
     """Compile rule files into `out_dir`.
 
+    `progress(name, done, total)` is called after each rule set is written or found up to date (the CLI
+    draws a progress bar with it).
     `relocatable` (rulec's own rules only) keys sources relative to the installed rules folder: the build a
     wheel ships, valid wherever the wheel is installed.
     Raises CompileError when any rule file has errors, BuildFolderError when the folder can't be written.
@@ -139,7 +142,7 @@ def build(paths: list[str | Path] | None = None, out_dir: str | Path | None = No
     rep.raise_if_errors()
     _prepare_folder(out)
     try:
-        return _write_build(paths, out, project, hashes, force, relocatable)
+        return _write_build(paths, out, project, hashes, force, relocatable, progress)
     except OSError as e:
         raise _folder_error(out, e) from None
 
@@ -183,7 +186,8 @@ def _check_replaceable(out: Path, project: Project, old: dict, stored) -> None:
 
 
 def _write_build(paths: list[str | Path], out: Path, project: Project, hashes: dict[str, str],
-                 force: bool, relocatable: bool = False) -> BuildResult:
+                 force: bool, relocatable: bool = False,
+                 progress: Callable[[str, int, int], None] | None = None) -> BuildResult:
     _remove_abandoned_temps(out)
     old = read_manifest(out) or {}
     stored = _relative_to(rules_dir()) if relocatable else (lambda k: k)
@@ -204,6 +208,8 @@ def _write_build(paths: list[str | Path], out: Path, project: Project, hashes: d
         if not force and prev and prev["inputs"] == inputs and artifacts_intact(out, prev):
             entries[name] = {**prev, **entry, "egglog": prev["egglog"]}
             result.reused.append(name)
+            if progress is not None:
+                progress(name, len(entries), len(project.rulesets))
             continue
         rules = project.rules_of(name)
         # the matcher holds the set's own rules; the runtime composes included sets' matchers at load
@@ -218,6 +224,8 @@ def _write_build(paths: list[str | Path], out: Path, project: Project, hashes: d
         entry["egglog_skipped"] = [[r.name, reason] for r, reason in egg.skipped]
         entries[name] = entry
         result.built.append(name)
+        if progress is not None:
+            progress(name, len(entries), len(project.rulesets))
     pipelines = {}
     for f, spec in project.pipelines.items():
         key = stored(source_key(f))

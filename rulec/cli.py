@@ -6,6 +6,7 @@ Exit status: 0 on success, 1 when a rule file has errors (or warnings with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -77,13 +78,33 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if (args.werror and project.warnings) else 0
 
 
+@contextlib.contextmanager
+def _build_progress(wanted: bool):
+    """A progress bar over the rule sets on a terminal (cleared when done); nothing when piped or quiet."""
+    if not (wanted and sys.stderr.isatty()):
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("building {task.description}"), BarColumn(), MofNCompleteColumn(),
+                  transient=True, console=Console(stderr=True)) as bar:
+        task = bar.add_task("rule sets", total=None)
+
+        def update(name: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, description=name)
+
+        yield update
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from .build import BuildFolderError, build
 
     paths = _check_paths(args.paths) or None
     t0 = time.perf_counter()
     try:
-        res = build(paths, _check_output(args.output), force=args.force)
+        with _build_progress(not args.quiet) as progress:
+            res = build(paths, _check_output(args.output), force=args.force, progress=progress)
     except CompileError as e:
         _print_diagnostics(e.diagnostics)
         print(_summary(e.diagnostics), file=sys.stderr)

@@ -74,6 +74,16 @@ def test_incremental_rebuild_touches_only_affected_sets(project, tmp_path):
     assert build([project], out, force=True).reused == []
 
 
+def test_progress_is_reported_for_every_rule_set(project, tmp_path):
+    seen = []
+    build([project], tmp_path / "out", progress=lambda name, done, total: seen.append((name, done, total)))
+    assert sorted(n for n, _, _ in seen) == ["base", "other", "top"]
+    assert [d for _, d, _ in seen] == [1, 2, 3] and {t for _, _, t in seen} == {3}
+    seen.clear()
+    build([project], tmp_path / "out", progress=lambda name, done, total: seen.append(done))  # all up to date
+    assert seen == [1, 2, 3]
+
+
 def test_atomic_write_leaves_old_file_on_crash(tmp_path, monkeypatch):
     target = tmp_path / "a.py"
     build_mod.atomic_write(target, "old\n")

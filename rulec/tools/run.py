@@ -35,7 +35,7 @@ def _run(args: argparse.Namespace, console: Any) -> int:
     from rulec.tools.emit import KernelEmitter
     from rulec.tools.oracle import Float64Check
     from rulec.tools.program import ProgramNotFound, run_program
-    from rulec.tools.summary import print_summary
+    from rulec.tools.summary import LiveCount, print_summary
 
     if args.device is not None:
         device = canonical(args.device)
@@ -53,8 +53,12 @@ def _run(args: argparse.Namespace, console: Any) -> int:
     realize.WATCHERS.extend(watchers)
     t0 = time.perf_counter()
     try:
-        with tracing.tracing(keep_events=False) as trace:
-            result = run_program(args.file, args.args)
+        with tracing.tracing(keep_events=False) as trace, LiveCount(console, f"running {args.file}", trace) as live:
+            realize.WATCHERS.append(live)
+            try:
+                result = run_program(args.file, args.args)
+            finally:
+                realize.WATCHERS.remove(live)
     except ProgramNotFound as e:
         console.print(f"rulec: error: {e}")
         return 2

@@ -13,7 +13,7 @@ from typing import Any
 from rich.table import Table
 
 from rulec.tools.program import ProgramNotFound, run_traced
-from rulec.tools.summary import console as summary_console
+from rulec.tools.summary import LiveCount, console as summary_console
 
 LANGUAGES = ("c", "opencl", "cuda", "metal")
 
@@ -66,9 +66,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     watcher = _RenderAll()
     realize.WATCHERS.append(watcher)
     try:
-        for prog in args.programs:
+        for k, prog in enumerate(args.programs, 1):
             try:
-                result, trace = run_traced(prog, [], keep_events=False)
+                with LiveCount(summary_console(stderr=True), f"running {k}/{len(args.programs)}: {prog}"):
+                    result, trace = run_traced(prog, [], keep_events=False)
             except ProgramNotFound as e:
                 print(f"rulec: error: {e}", file=sys.stderr)
                 return 2

@@ -22,6 +22,32 @@ def console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else PIPE_WIDTH)
 
 
+class LiveCount:
+    """A transient status line on a terminal while a program runs ("running mlp.py · 6 kernels"), kept up to
+    date after each realize; nothing when the output is not a terminal. It is a realize watcher."""
+
+    def __init__(self, console: Console, what: str, trace: Trace | None = None):
+        self.console, self.what, self.trace, self.status = console, what, trace, None
+
+    def __enter__(self) -> LiveCount:
+        if self.console.is_terminal:
+            self.status = self.console.status(self.what)
+            self.status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.status is not None:
+            self.status.__exit__(*exc)
+
+    def before_realize(self, tensors: tuple) -> None:
+        pass
+
+    def after_realize(self, tensors: tuple, items: list) -> None:
+        if self.status is not None and self.trace is not None:
+            runs = sum(k.runs for k in self.trace.kernels.values())
+            self.status.update(f"{self.what} · {len(self.trace.kernels)} kernels compiled, {runs} runs")
+
+
 def stage_table(trace: Trace) -> Table:
     """One row per (pipeline, stage), summed over every time it ran (codegen stages run once per kernel)."""
     rows: dict[tuple[str, str], list[Any]] = {}
