@@ -1,7 +1,7 @@
 """`rulec explain RULE --at NODE PROG [ARGS...]`: why RULE did (not) rewrite NODE while PROG ran.
 
 PROG runs with a full trace. NODE is a structural node id (as `rulec trace` prints them; a unique prefix
-is enough). For every stage whose rule sets hold RULE, the answer is one of:
+is enough), or an op name such as MAX when the stages holding the rule have one node with that op. For every stage whose rule sets hold RULE, the answer is one of:
 
 * the node did not exist when this stage ran (and the stages where it did);
 * the rule fired on it (the step);
@@ -12,7 +12,9 @@ is enough). For every stage whose rule sets hold RULE, the answer is one of:
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from pathlib import Path
 from typing import Any
 
 from rulec.runtime.engine.node_ids import NodeIds
@@ -26,42 +28,63 @@ class ExplainError(Exception):
     """A usage problem: an unknown or ambiguous rule or node."""
 
 
-def _pipeline(label: str) -> Any:
-    from rulec.runtime.resources import rules_dir
-    from rulec.runtime.schedule.pipeline import load_pipeline
+def rule_model(info: Any) -> Any:
+    """The checked rule (rulec/model.py) behind a RuleInfo: the rule files of its project compiled again (rulec's
+    own rules/ folder, or the folder of a user's rule file)."""
+    project = _project_of(str(info.file))
+    rs = project.rulesets.get(info.ruleset)
+    rule = next((r for r in rs.rules if r.name == info.name), None) if rs is not None else None
+    if rule is None:
+        raise ExplainError(f"rule {info.ruleset}/{info.name} is no longer in {info.file} (edited since the build?)")
+    return rule
 
-    folder, _, name = label.partition("/")
-    return load_pipeline(rules_dir() / folder / name)
 
-
-def _rule_models() -> dict[tuple[str, str], Any]:
-    """The checked rules of rulec's rule files, by (rule set, name): as written, with their patterns."""
+@functools.lru_cache(maxsize=16)
+def _project_of(file: str) -> Any:
     from rulec.compiler import compile_project
+    from rulec.diagnostics import CompileError
     from rulec.runtime.resources import rules_dir
 
-    project = compile_project([rules_dir()])
-    out: dict[tuple[str, str], Any] = {}
-    for set_name, rs in project.rulesets.items():
-        for rule in rs.rules:
-            out.setdefault((set_name, rule.name), rule)
-    return out
+    path, own = Path(file).resolve(), rules_dir().resolve()
+    root = own if own in path.parents else path.parent
+    try:
+        return compile_project([root])
+    except CompileError as e:
+        raise ExplainError(f"the rule files in {root} do not compile: {e.diagnostics[0].message}") from None
 
 
-def find_rule(spec: str, models: dict[tuple[str, str], Any]) -> tuple[str, str]:
+def stage_rules(rec: Any) -> list[Any]:
+    """The rules a stage ran, in the order its matcher tries them (none for a call or egglog stage)."""
+    return list(rec.matcher.rules) if rec.matcher is not None and rec.kind == "rules" else []
+
+
+def namespace_of(matcher: Any, info: Any) -> dict[str, Any]:
+    """The globals of the generated module that holds `info`'s matcher function (its helpers and names)."""
+    for chain in matcher.dispatch.values():
+        for rid, fn in chain:
+            if matcher.rules[rid] == info:
+                return fn.__globals__
+    return {}
+
+
+def find_rule(spec: str, trace: Any) -> Any:
+    """The RuleInfo named `spec` (NAME or RULESET/NAME) among the rules of the stages that ran."""
+    infos = {(i.ruleset, i.name): i for rec in trace.stages for i in stage_rules(rec)}
+    infos.update({(i.ruleset, i.name): i for i in trace.stats})
     if "/" in spec:
-        key = tuple(spec.split("/", 1))
-        if key not in models:
-            raise ExplainError(f"no rule {spec!r}")
-        return key  # type: ignore[return-value]
-    found = sorted(k for k in models if k[1] == spec)
-    if not found:
-        close = sorted({k[1] for k in models if spec in k[1]})[:5]
+        found = infos.get(tuple(spec.split("/", 1)))
+        if found is None:
+            raise ExplainError(f"no rule {spec!r} in the stages this program ran")
+        return found
+    named = sorted((k for k in infos if k[1] == spec))
+    if not named:
+        close = sorted({k[1] for k in infos if spec in k[1]})[:5]
         hint = f"; similar: {', '.join(close)}" if close else ""
-        raise ExplainError(f"no rule named {spec!r}{hint}")
-    if len(found) > 1:
-        raise ExplainError(f"rule {spec!r} is in several rule sets: {', '.join('/'.join(k) for k in found)}; "
+        raise ExplainError(f"no rule named {spec!r} in the stages this program ran{hint}")
+    if len(named) > 1:
+        raise ExplainError(f"rule {spec!r} is in several rule sets: {', '.join('/'.join(k) for k in named)}; "
                            "write RULESET/NAME")
-    return found[0]
+    return infos[named[0]]
 
 
 def _stage_nodes(trace: Any, index: int) -> set[Any]:
@@ -75,6 +98,37 @@ def _stage_nodes(trace: Any, index: int) -> set[Any]:
     return out
 
 
+def _id_node(trace: Any, prefix: str, ids: NodeIds) -> Any:
+    found: dict[str, Any] = {}
+    for i in range(len(trace.stages)):
+        for u in _stage_nodes(trace, i):
+            if ids(u).startswith(prefix):
+                found[ids(u)] = u
+    if not found:
+        raise ExplainError(f"no node {prefix!r} in any stage of this run (ids are printed by `rulec trace`)")
+    if len(found) > 1:
+        raise ExplainError(f"--at {prefix!r} is the prefix of several nodes ({', '.join(sorted(found)[:5])}); "
+                           "give more characters")
+    return next(iter(found.values()))
+
+
+def _op_node(trace: Any, holding: list[int], op: str, ids: NodeIds, info: Any) -> Any:
+    """The one node with op `op` that the rule rewrote, else in what the stages holding the rule returned (the
+    nodes no rule rewrote further), else in everything those stages held, else in any stage."""
+    outputs = lambda i: list(trace.stages[i].output.toposort()) if trace.stages[i].output is not None else []  # noqa: E731
+    rewritten = lambda i: [ev.before for ev in trace.events if ev.stage_index == i and ev.rule == info]  # noqa: E731
+    for nodes_of, stages in ((rewritten, holding), (outputs, holding), (lambda i: _stage_nodes(trace, i), holding),
+                             (lambda i: _stage_nodes(trace, i), range(len(trace.stages)))):
+        found = {ids(u): u for i in stages for u in nodes_of(i) if u.op.name == op}
+        if len(found) == 1:
+            return next(iter(found.values()))
+        if len(found) > 1:
+            listed = "\n".join(f"  {nid}  {show(u, ids, 1)}" for nid, u in sorted(found.items())[:10])
+            more = f"\n  ... and {len(found) - 10} more" if len(found) > 10 else ""
+            raise ExplainError(f"--at {op}: {len(found)} {op} nodes; give the id of one:\n{listed}{more}")
+    raise ExplainError(f"--at {op}: no {op} node in any stage of this run")
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     try:
         return _explain(args)
@@ -84,44 +138,29 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    models = _rule_models()
-    ruleset, name = find_rule(args.rule, models)
-    rule = models[(ruleset, name)]
-    if len(args.at) < MIN_PREFIX:
-        raise ExplainError(f"--at {args.at!r}: give a node id (such as n3fa9c01d7e42) or at least {MIN_PREFIX} "
-                           "characters of one")
+    by_op = args.at.isupper() and args.at.replace("_", "").isalnum()
+    if not by_op and len(args.at) < MIN_PREFIX:
+        raise ExplainError(f"--at {args.at!r}: give a node id (such as n3fa9c01d7e42), at least {MIN_PREFIX} "
+                           "characters of one, or an op name")
     try:
         result, trace = run_traced(args.file, args.args)
     except ProgramNotFound as e:
         raise ExplainError(str(e)) from None
     if result.status != 0:
         return result.status
+    info = find_rule(args.rule, trace)
+    rule = rule_model(info)
     ids = NodeIds()
     shown = lambda u: f"{ids(u)} {show(u, ids, 1)}"  # noqa: E731
-    print(f"rule {ruleset}/{name}  {rule.loc.file}:{rule.loc.line}:{rule.loc.col}")
-    holding = [i for i, rec in enumerate(trace.stages) if rec.kind == "rules" and
-               any(info.ruleset == ruleset and info.name == name
-                   for n in rec.rules for info in _pipeline(rec.pipeline).ruleset(n).rules)]
-    if not holding:
-        print(f"no stage that ran holds this rule (its set {ruleset!r} is not in the stages this program ran)")
-        return 0
-    node, where = None, []
-    for i, rec in enumerate(trace.stages):
-        for u in _stage_nodes(trace, i):
-            if ids(u).startswith(args.at):
-                if node is not None and u is not node:
-                    raise ExplainError(f"--at {args.at!r} is the prefix of several nodes ({ids(node)}, {ids(u)}); "
-                                       "give more characters")
-                node = u
-                where.append(i)
-                break
-    if node is None:
-        raise ExplainError(f"no node {args.at!r} in any stage of this run (ids are printed by `rulec trace`)")
+    print(f"rule {info.ruleset}/{info.name}  {info.file}:{info.line}:{info.col}")
+    holding = [i for i, rec in enumerate(trace.stages) if info in stage_rules(rec)]
+    node = _op_node(trace, holding, args.at, ids, info) if by_op else _id_node(trace, args.at, ids)
+    where = [i for i in range(len(trace.stages)) if node in _stage_nodes(trace, i)]
     print(f"node {shown(node)}")
     absent = [i for i in holding if i not in where]
     for i in holding:
         if i in where:
-            _explain_stage(trace, i, rule, ruleset, name, node, shown)
+            _explain_stage(trace, i, rule, info, node, shown)
     if absent:
         names = ", ".join(f"{trace.stages[i].name} (stage {i + 1})" for i in absent)
         print(f"\nthe node did not exist when these stages holding the rule ran: {names}")
@@ -131,20 +170,20 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _explain_stage(trace: Any, i: int, rule: Any, ruleset: str, name: str, node: Any, shown: Any) -> None:
+def _explain_stage(trace: Any, i: int, rule: Any, info: Any, node: Any, shown: Any) -> None:
     from rulec.tools.why_not import explain_rule
 
     rec = trace.stages[i]
-    print(f"\n[{rec.pipeline} {rec.name}] (stage {i + 1} of {len(trace.stages)})")
+    where = f"{rec.pipeline} {rec.name}" if rec.pipeline else f"rewrite with {rec.name}"
+    print(f"\n[{where}] (stage {i + 1} of {len(trace.stages)})")
     fired = [ev for ev in trace.events if ev.stage_index == i and ev.before is node]
-    own = [ev for ev in fired if ev.rule.ruleset == ruleset and ev.rule.name == name]
+    own = [ev for ev in fired if ev.rule == info]
     if own:
         print(f"  it fired: {shown(own[0].before)}\n       =>  {shown(own[0].after)}")
         return
-    pipe = _pipeline(rec.pipeline)
-    why = explain_rule(rule, node, _namespace(pipe.ruleset(ruleset)), shown)
-    order = [info for n in rec.rules for info in pipe.ruleset(n).rules]
-    mine = next(k for k, info in enumerate(order) if info.ruleset == ruleset and info.name == name)
+    why = explain_rule(rule, node, namespace_of(rec.matcher, info), shown)
+    order = stage_rules(rec)
+    mine = order.index(info)
     earlier = [ev for ev in fired if ev.rule in order and order.index(ev.rule) < mine]
     if why.matched and why.guard_false is None and why.guard_error is None and earlier:
         ev = earlier[0]
@@ -155,21 +194,13 @@ def _explain_stage(trace: Any, i: int, rule: Any, ruleset: str, name: str, node:
         print(f"  {line}")
 
 
-def _namespace(ruleset: Any) -> dict[str, Any]:
-    """The generated module's globals, where the guard's helpers and names live."""
-    for chain in ruleset.matcher.dispatch.values():
-        for _, fn in chain:
-            return fn.__globals__
-    return {}
-
-
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     e = sub.add_parser("explain", help="why a rule did not rewrite a node while a program ran",
                        description="Run PROG with tracing on and explain why RULE did or did not rewrite NODE "
                                    "in each stage that holds RULE.")
     e.add_argument("rule", metavar="RULE", help="rule name, or RULESET/NAME")
-    e.add_argument("--at", required=True, metavar="NODE", help="structural node id (from `rulec trace`), or a "
-                                                               "unique prefix of one")
+    e.add_argument("--at", required=True, metavar="NODE", help="structural node id (from `rulec trace`), a unique "
+                                                               "prefix of one, or an op name (when one node has it)")
     e.add_argument("file", metavar="PROG", help="the script to run")
     e.add_argument("args", nargs="*", metavar="ARGS", help="arguments for the script (after `--` when they start with -)")
     e.set_defaults(func=cmd_explain)

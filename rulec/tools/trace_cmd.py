@@ -47,8 +47,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
             continue
         shown += 1
         where = f"{ev.rule.file}:{ev.rule.line}:{ev.rule.col}"
-        pipeline = f"{rec.pipeline} " if rec is not None else ""
-        print(f"#{shown} [{pipeline}{stage}] {ev.rule.ruleset}/{ev.rule.name}  {where}")
+        label = f"{rec.pipeline} {stage}" if rec is not None and rec.pipeline else f"rewrite with {stage}"
+        print(f"#{shown} [{label}] {ev.rule.ruleset}/{ev.rule.name}  {where}")
         print(f"    before {ids(ev.before)}  {show(ev.before, ids, args.depth)}")
         print(f"    after  {ids(ev.after)}  {show(ev.after, ids, args.depth)}")
     if shown == 0:

@@ -33,6 +33,7 @@ class Explanation:
     guard_values: list[tuple[str, str]] = field(default_factory=list)  # (sub-expression, value) it read
     guard_error: str | None = None  # the guard could not be evaluated here (and why)
     bindings: dict[str, Any] = field(default_factory=dict)
+    orders: int = 1  # operand orders (commutative variants) in which the pattern matched and the guard did not
 
     def lines(self, rule: Rule) -> list[str]:
         if not self.matched:
@@ -41,7 +42,9 @@ class Explanation:
         if self.guard_error is not None:
             return ["the pattern matches", f"the guard could not be evaluated here: {self.guard_error}"]
         if self.guard_false is not None:
-            out = ["the pattern matches", f"the guard is false: `{self.guard_false}`"]
+            orders = f" (in each of the {self.orders} operand orders it allows; the first is shown)" \
+                if self.orders > 1 else ""
+            out = ["the pattern matches" + orders, f"the guard is false: `{self.guard_false}`"]
             out += [f"    {text} = {value}" for text, value in self.guard_values]
             return out
         if rule.call is not None:
@@ -55,13 +58,21 @@ class Explanation:
 def explain_rule(rule: Rule, node: Any, namespace: dict[str, Any], show: Any = repr) -> Explanation:
     """Why `rule` does (not) apply at the root of `node`; `namespace` is the generated module's globals."""
     best: PatternFailure | None = None
+    refused: list[Explanation] = []  # variants whose pattern matched and whose guard did not hold
     for variant in pattern_variants(rule.match):
         bound: dict[str, Any] = {}
         failure = _match(variant, node, bound, "the node", 0, show)
         if failure is None:
-            return _explain_guard(rule, bound, namespace, show)
-        if best is None or failure.depth > best.depth:
+            why = _explain_guard(rule, bound, namespace, show)
+            if why.guard_false is None and why.guard_error is None:
+                return why  # this operand order applies
+            refused.append(why)
+        elif best is None or failure.depth > best.depth:
             best = failure
+    if refused:
+        first = refused[0]
+        first.orders = len(refused)
+        return first
     return Explanation(False, best)
 
 

@@ -311,7 +311,25 @@ class _Rewriter:
 def graph_rewrite(sink: UOp, rules: Matcher | HasMatcher, ctx: Any = None, bottom_up: bool = False,
                   name: str | None = None) -> UOp:
     """Rewrite every node reachable from `sink` to a fixed point of `rules`."""
-    return _Rewriter(rules, ctx, bottom_up, name).run(sink)
+    rw = _Rewriter(rules, ctx, bottom_up, name)
+    if rw.trace is None or rw.trace.in_stage:
+        return rw.run(sink)
+    return _as_stage(rw, sink)
+
+
+def _as_stage(rw: _Rewriter, sink: UOp) -> UOp:
+    """A traced rewrite outside any pipeline (`rulec.load(...).rewrite(g)` in a script) is recorded as a stage
+    of its own, so the trace tools see its input and output graphs as they see a pipeline stage's."""
+    trace = rw.trace
+    assert trace is not None
+    index = trace.stage_begin("", rw.name, "rules", "", (rw.matcher.name,), sink, rw.matcher)
+    t0 = time.perf_counter()
+    out = None
+    try:
+        out = rw.run(sink)
+        return out
+    finally:
+        trace.stage_end(index, out, time.perf_counter() - t0)
 
 
 def graph_rewrite_map(sink: UOp, rules: Matcher | HasMatcher, ctx: Any = None, bottom_up: bool = False,

@@ -50,7 +50,7 @@ class TraceEvent:
 class StageRecord:
     """One stage of one pipeline run: its input and output graphs, its steps and its time."""
 
-    pipeline: str  # the pipeline file, as "<folder>/<name>"
+    pipeline: str  # the pipeline file, as "<folder>/<name>"; "" for a rewrite made outside any pipeline
     name: str
     kind: str  # "rules", "egglog" or "call"
     loc: str  # file:line of the stage in the pipeline file
@@ -61,6 +61,7 @@ class StageRecord:
     hits: int = 0
     first_event: int = 0  # events[first_event:last_event] are its steps (when events are kept)
     last_event: int = 0
+    matcher: Any = None  # the composed Matcher the stage ran (rules in order), for tools such as explain
 
 
 @dataclass
@@ -134,13 +135,18 @@ class Trace:
             self.stat(info)
 
     # ------------------------------------------------------------------ stages
-    def stage_begin(self, pipeline: str, name: str, kind: str, loc: str, rules: tuple[str, ...], graph: Any) -> int:
+    def stage_begin(self, pipeline: str, name: str, kind: str, loc: str, rules: tuple[str, ...], graph: Any,
+                    matcher: Any = None) -> int:
         if self.keep_events:
             self._remember(graph)
-        self.stages.append(StageRecord(pipeline, name, kind, loc, tuple(rules), graph,
-                                       first_event=len(self.events), last_event=len(self.events)))
+        self.stages.append(StageRecord(pipeline, name, kind, loc, tuple(rules), graph, first_event=len(self.events),
+                                       last_event=len(self.events), matcher=matcher))
         self._open.append(len(self.stages) - 1)
         return len(self.stages) - 1
+
+    @property
+    def in_stage(self) -> bool:
+        return bool(self._open)
 
     def stage_end(self, index: int, graph: Any, seconds: float) -> None:
         rec = self.stages[index]

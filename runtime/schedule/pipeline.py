@@ -210,7 +210,8 @@ def run_pipeline(sink: UOp, pipeline: Pipeline | None = None) -> tuple[UOp, dict
             if trace is None:
                 sink = _run_stage(pipe, st, sink, contexts)
                 continue
-            index = trace.stage_begin(pipe.label, st.name, st.kind, st.loc, tuple(st.rules), sink)
+            matcher = pipe.matcher(tuple(st.rules)) if st.rules else None
+            index = trace.stage_begin(pipe.label, st.name, st.kind, st.loc, tuple(st.rules), sink, matcher)
             t0 = time.perf_counter()
             try:
                 sink = _run_stage(pipe, st, sink, contexts)

@@ -140,39 +140,44 @@ def _whynot(trace: Any, data: dict[str, Any], index: dict[str, int], budget: int
     """Answers for the why-not panel: for the nodes of each stage's result and the nodes its steps rewrote,
     each rule of the stage whose pattern has that node's op at its root and did not fire on it."""
     from rulec.runtime.engine.node_ids import NodeIds
-    from rulec.tools.explain import _namespace, _pipeline, _rule_models
+    from rulec.tools.explain import ExplainError, namespace_of, rule_model, stage_rules
     from rulec.tools.why_not import explain_rule
 
-    try:
-        models = _rule_models()
-    except Exception as e:  # the rule files do not compile now: no answers, and the page says why
-        return {}, f"the rule files could not be read: {type(e).__name__}"
     ids = NodeIds()
     out: dict[str, list] = {}
-    count, cut = 0, False
+    models: dict[Any, Any] = {}
+    count, cut, missing = 0, False, 0
     for si, rec in enumerate(trace.stages):
-        if rec.kind != "rules" or rec.output is None:
+        rules = stage_rules(rec)
+        if not rules or rec.output is None:
             continue
-        pipe = _pipeline(rec.pipeline)
-        rules = [(info, models.get((info.ruleset, info.name))) for n in rec.rules for info in pipe.ruleset(n).rules]
         fired = {(ev.before, ev.rule) for ev in trace.events if ev.stage_index == si}
         candidates = list(dict.fromkeys([ev.before for ev in trace.events if ev.stage_index == si]
                                         + list(rec.output.toposort())[::-1]))[:WHYNOT_NODES_PER_STAGE]
         for node in candidates:
             answers = []
-            for info, rule in rules:
+            for info in rules:
                 rid = index.get(f"{info.ruleset}/{info.name}")
-                if rule is None or rid is None or (node, info) in fired:
+                if rid is None or (node, info) in fired:
                     continue
-                if rule.match.ops is not None and node.op not in rule.match.ops:
+                if info not in models:
+                    try:
+                        models[info] = rule_model(info)
+                    except ExplainError:
+                        models[info] = None
+                        missing += 1
+                rule = models[info]
+                if rule is None or (rule.match.ops is not None and node.op not in rule.match.ops):
                     continue
                 if count >= budget:
                     cut = True
                     break
-                why = explain_rule(rule, node, _namespace(pipe.ruleset(info.ruleset)), lambda u: ids(u))
+                why = explain_rule(rule, node, namespace_of(rec.matcher, info), lambda u: ids(u))
                 answers.append([rid, why.lines(rule)])
                 count += 1
             if answers:
                 out[f"{si}:{ids(node)}"] = answers
     note = f"answers were computed for {count} (node, rule) pairs" + (" and then cut" if cut else "")
+    if missing:
+        note += f"; {missing} rule(s) could not be read from their files"
     return out, note
