@@ -5,7 +5,9 @@ A helper's form is one of:
 - `Macro`: an expression of the guard language over the helper's parameters, parsed and resolved by the
   front end (exprs.py) like a rule's own, and translated in its place;
 - `Special`: a form that reads what the pattern fixes (an op, a dtype) or builds a node; emit_egglog
-  implements each, in the method named by `method`.
+  implements each, in the method named by `method`: any()/all() of a comprehension over a source list
+  become relations defined by rules, and helpers of finitely many inputs (an op, a scalar dtype) become
+  tables computed at build time by calling the helper itself.
 A helper absent here has no egglog form: a rule that calls it is skipped, naming it.
 """
 from __future__ import annotations
@@ -124,5 +126,11 @@ EGG_FORMS: dict[str, Prim | Macro | Special] = {
     "fold_alu": Special("fold_alu"),
     "const_like": Special("const_like"),
     "const": Special("const"),
+    # quantifiers and filters over source lists: relations and list functions defined by rules
+    "any": Special("any", condition=True),
+    "all": Special("all", condition=True),
+    # helpers of finitely many inputs egglog can name: tabulated at build time by calling them
+    "reduce_start": Special("reduce_start"),
+    "zero_of": Special("zero_of"),
 }
 assert set(EGG_FORMS) <= set(HELPERS)

@@ -8,8 +8,9 @@ import ast
 from typing import Iterable
 
 from rulec.runtime.ir.bounds_table import BOUNDS, Case, arity_of, source_names
-from rulec.runtime.engine.egraph import (EGG_DTYPES, ENCODING_VERSION, I64_MAX, I64_MIN, OPAQUE_COST, arity,
-                                         ctor_fields, egg_string, op_cost)
+from rulec.runtime.engine.egraph import (EGG_DTYPES, ENCODING_VERSION, FLOAT_CONST, I64_MAX, I64_MIN, OPAQUE_COST,
+                                         FLOAT_CONST_FIELDS, PROPS, SCALAR_DTYPES, arity, ctor_fields, egg_string,
+                                         op_cost)
 from rulec.runtime.ir.ops import OP_INFO, Ops
 
 
@@ -111,48 +112,66 @@ def dtype_sets_text() -> str:
 
 
 def prelude_text(ops: Iterable[Ops]) -> str:
-    """Declarations shared by every rule set: the Node datatype for `ops`, analysis tables, load rules."""
+    """Declarations shared by every rule set: the Node and Srcs sorts for `ops`, analysis tables, load rules."""
     ops = sorted(set(ops), key=lambda o: o.value)
     ctor = []
     for op in ops:
-        ctor.append(f"  ({op.name} {' '.join(ctor_fields(op))} :cost {op_cost(op)})")
+        ctor.append(f"(constructor {op.name} ({' '.join(ctor_fields(op))}) Node :cost {op_cost(op)})")
     out = [
         f";; encoding v{ENCODING_VERSION}: (OP dtype source... arg...); CONST (CONST dtype value),",
-        ";; DEFINE_VAR (DEFINE_VAR dtype name vmin vmax), RANGE (RANGE dtype end idx kind).",
+        ";; DEFINE_VAR (DEFINE_VAR dtype name vmin vmax), RANGE (RANGE dtype end idx kind); a float constant",
+        f";; ({FLOAT_CONST} dtype float64-bits); a variable-arity op (OP dtype sources argref), its sources one",
+        ";; list (SCons a (SCons b (SNil))); the other non-elementwise ops end in an arg reference (i64).",
         ";; Anything else is an (Opaque id) leaf pointing at the Python node.",
-        "(datatype Node",
+        "(sort Node)",
+        "(sort Srcs)",
+        "(constructor SNil () Srcs :cost 0)",
+        "(constructor SCons (Node Srcs) Srcs :cost 0)",
         *ctor,
-        f"  (Opaque i64 :cost {OPAQUE_COST}))",
+        f"(constructor {FLOAT_CONST} ({' '.join(FLOAT_CONST_FIELDS)}) Node :cost {op_cost(Ops.CONST)})",
+        f"(constructor Opaque (i64) Node :cost {OPAQUE_COST})",
         "(constructor Ref (i64) Node :unextractable)   ; Python node id -> its e-class",
-        "(function dt (Node) String :merge old)          ; dtype name of an e-class",
+        "(constructor LRef (i64) Srcs :unextractable)  ; source list id -> its e-class",
+        "(function dt (Node) String :merge old)          ; dtype key of an e-class",
+        "(relation op-is (Node String))                  ; the ops of an e-class's e-nodes",
         "(function vmin (Node) i64 :merge (max old new)) ; bounds: the tightest wins",
         "(function vmax (Node) i64 :merge (min old new))",
         "(function dmin (String) i64 :merge old)         ; dtype limits",
         "(function dmax (String) i64 :merge old)",
         "(function dsize (String) i64 :merge old)        ; dtype itemsize",
+        "(relation scalar-dtype (String))                ; the scalar dtypes (not pointers)",
         "(relation pow2m1 (i64))                         ; 2**k - 1, for OR/XOR bounds",
+        *(f"(function {fn} (Node) Srcs :merge old)       ; seeded for the input's nodes" for fn in PROPS.values()),
         dtype_sets_text(),
+        " ".join(f"(scalar-dtype {egg_string(n)})" for n in SCALAR_DTYPES),
         "",
         ";; ---- loading: one tab-separated input relation per constructor (id, dtype, source ids, arg)",
         "(ruleset load)",
+        "(relation In_SNil (i64))",
+        '(rule ((In_SNil l)) ((union (LRef l) (SNil))) :ruleset load :name "load-SNil")',
+        "(relation In_SCons (i64 i64 i64))",
+        '(rule ((In_SCons l h t)) ((union (LRef l) (SCons (Ref h) (LRef t)))) :ruleset load :name "load-SCons")',
     ]
-    for op in ops:
-        fields = ctor_fields(op)
-        sorts = ["i64"] + ["i64" if f == "Node" else f for f in fields]
+    loads = [(op.name, ctor_fields(op)) for op in ops] + [(FLOAT_CONST, FLOAT_CONST_FIELDS)]
+    for name, fields in loads:
+        sorts = ["i64"] + ["i64" if f in ("Node", "Srcs") else f for f in fields]
         vs = [f"f{i}" for i in range(len(fields))]
-        args = [f"(Ref {v})" if f == "Node" else v for v, f in zip(vs, fields)]
-        out.append(f"(relation In_{op.name} ({' '.join(sorts)}))")
-        out.append(f"(rule ((In_{op.name} i {' '.join(vs)})) ((union (Ref i) ({op.name} {' '.join(args)})) "
-                   f"(set (dt (Ref i)) f0)) :ruleset load :name \"load-{op.name}\")")
+        args = [f"(Ref {v})" if f == "Node" else f"(LRef {v})" if f == "Srcs" else v for v, f in zip(vs, fields)]
+        out.append(f"(relation In_{name} ({' '.join(sorts)}))")
+        out.append(f"(rule ((In_{name} i {' '.join(vs)})) ((union (Ref i) ({name} {' '.join(args)})) "
+                   f"(set (dt (Ref i)) f0)) :ruleset load :name \"load-{name}\")")
     out += [
-        "(relation In_Opaque (i64))",
-        '(rule ((In_Opaque i)) ((union (Ref i) (Opaque i))) :ruleset load :name "load-Opaque")',
+        "(relation In_Opaque (i64 String))",
+        '(rule ((In_Opaque i o)) ((union (Ref i) (Opaque i)) (op-is (Ref i) o)) :ruleset load :name "load-Opaque")',
         "(relation In_Dtype (i64 String))",
         '(rule ((In_Dtype i d)) ((set (dt (Ref i)) d)) :ruleset load :name "load-dtype")',
         "(relation In_Bounds (i64 i64 i64))",
         '(rule ((In_Bounds i lo hi)) ((set (vmin (Ref i)) lo) (set (vmax (Ref i)) hi)) :ruleset load '
         ':name "load-bounds")',
     ]
+    for prop, fn in PROPS.items():
+        out += [f"(relation In_{prop} (i64 i64))",
+                f'(rule ((In_{prop} i l)) ((set ({fn} (Ref i)) (LRef l))) :ruleset load :name "load-{prop}")']
     return "\n".join(out) + "\n"
 
 
@@ -170,16 +189,19 @@ def analysis_text(ops: Iterable[Ops]) -> str:
     def rule(name: str, query: str, action: str) -> None:
         R.append(f"(rule ({query})\n      ({action})\n      :ruleset analysis :name \"iv-{name}\")")
 
-    for o in sorted(ops, key=lambda o: o.value):
-        vs = " ".join(f"f{i}" for i in range(len(ctor_fields(o)) - 1))
-        R.append(f"(rule ((= e ({o.name} d {vs}))) ((set (dt e) d)) :ruleset analysis :name \"dt-{o.name}\")")
+    for name, n in [(o.name, len(ctor_fields(o)) - 1) for o in sorted(ops, key=lambda o: o.value)] + [(FLOAT_CONST, len(FLOAT_CONST_FIELDS) - 1)]:
+        vs = " ".join(f"f{i}" for i in range(n))
+        op = "CONST" if name == FLOAT_CONST else name
+        R.append(f"(rule ((= e ({name} d {vs}))) ((set (dt e) d) (op-is e {egg_string(op)})) :ruleset analysis "
+                 f":name \"dt-{name}\")")
     rule("default-lo", "(= d (dt e)) (= lo (dmin d))", "(set (vmin e) lo)")
     rule("default-hi", "(= d (dt e)) (= hi (dmax d))", "(set (vmax e) hi)")
     R.append(";; leaves read their arg")
     if "CONST" in have:
-        rule("CONST", "(= e (CONST d c))", "(set (vmin e) c) (set (vmax e) c)")
+        # integer dtypes only: a float constant built from an integer has no bounds here
+        rule("CONST", "(= e (CONST d c tg)) (= lo (dmin d))", "(set (vmin e) c) (set (vmax e) c)")
     if "DEFINE_VAR" in have:
-        rule("DEFINE_VAR", "(= e (DEFINE_VAR d n lo hi))", "(set (vmin e) lo) (set (vmax e) hi)")
+        rule("DEFINE_VAR", "(= e (DEFINE_VAR d n lo hi tg))", "(set (vmin e) lo) (set (vmax e) hi)")
     R.append(";; every other op: the bounds table")
     for op, cases in BOUNDS.items():
         if op in have:
@@ -200,8 +222,9 @@ def prune_text(ops: Iterable[Ops]) -> str:
         if o is Ops.CONST:
             continue
         vs = " ".join(f"f{i}" for i in range(len(ctor_fields(o))))
-        out.append(f"(rule ((= e (CONST cd c)) (= e ({o.name} {vs}))) ((subsume ({o.name} {vs}))) "
-                   f":ruleset prune :name \"prune-{o.name}\")")
+        for const, name in (("CONST", o.name), (FLOAT_CONST, f"{o.name}-f")):
+            out.append(f"(rule ((= e ({const} cd c ct)) (= e ({o.name} {vs}))) ((subsume ({o.name} {vs}))) "
+                       f":ruleset prune :name \"prune-{name}\")")
     return "\n".join(out) + "\n"
 
 
@@ -210,6 +233,6 @@ def comm_text(ops: Iterable[Ops]) -> str:
     out = ["(ruleset comm)"]
     for o in sorted(ops, key=lambda o: o.value):
         if OP_INFO[o].commutative and arity(o) == 2:
-            out.append(f"(rule ((= e ({o.name} d a b))) ((union e ({o.name} d b a))) :ruleset comm "
+            out.append(f"(rule ((= e ({o.name} d a b t))) ((union e ({o.name} d b a t))) :ruleset comm "
                        f":name \"comm-{o.name}\")")
     return "\n".join(out) + "\n"

@@ -7,16 +7,23 @@ the program), and one egglog `rule` per pure rule and pattern variant, named aft
 A rule becomes, for each commutative variant and each op of an op set in its pattern (egglog
 has no disjunction), and for each alternative of its guard in disjunctive normal form:
 
-    (rule ((= _root (ADD _d x (CONST _d1 0))) <guard atoms> <computed values>)
+    (rule ((= _root (ADD _d x (CONST _d1 0 _g1) _g2)) <guard atoms> <computed values>)
           ((union _root <result>))
           :ruleset rules :name "add-zero")
 
+A variable-arity op's sources are one list, `(STORE _d (SCons target (SCons value rest)) _a _g)`, so a
+`...rest` capture is the list's tail and splices at the end of a result's sources; a rule whose result
+builds ops its match lacks and costs more (a lowering) also subsumes what it matched (`_directed`).
+
 Guards and computed values are this module's egglog back end of the guard language: it reads the
 tree exprs.py resolved (every name already a capture, let, helper or namespace member), and each
-helper's egglog form from the one table in egglog_forms.py. They are evaluated in the query, in
+helper's egglog form from the one table in egglog_forms.py (comprehensions over source lists become
+relations and list functions defined by rules; helpers of finitely many inputs, tables computed at build
+time). They are evaluated in the query, in
 egglog's i64: a primitive that fails (overflow, division by zero) makes the match fail, which is
 what `fits_int64(...)` asks for in the Python matcher. What egglog cannot express (callbacks, rest
-captures, splices, tags, shapes, ...) makes the rule *skipped*, with the reason; the build records
+captures of fixed-arity ops, new args, shapes, helpers without a form, ...) makes the rule *skipped*,
+with the reason; the build records
 it in the manifest and the egglog engine refuses such a rule set unless asked to run the rest.
 
 Every emitted rule is checked by egglog itself at build time, one rule at a time with a file
@@ -78,6 +85,9 @@ class Info:
     kids: list[str]
     args: list[str]
     kid_infos: list[Info | None]
+    srcs: str | None = None  # a variable-arity op: its whole source list
+    tag: str = "0"  # its tag reference
+    tail: str | None = None  # ... and the list after `kids` (None: `kids` are all of them)
 
 
 _NOSTATIC = object()
@@ -141,6 +151,9 @@ class _Variant:
         self.dt_of: dict[str, str] = {}
         self.ops_used: set[Ops] = set()
         self.rests = {p.rest for p in rule.match.walk() if p.rest}
+        self.rest_vars: dict[str, str] = {}  # rest captures of variable-arity ops -> their Srcs variable
+        self.locals: dict[str, V] = {}  # a comprehension's variable, while its condition is translated
+        self.node_args: dict[str, str] = {}  # capture variable -> its arg reference, where one is an :arg
         # let names stand for their expressions: egglog computes a value once per match anyway
         self.lets = {b.name: b.expr.resolved.body for b in rule.lets}
 
@@ -179,41 +192,58 @@ class _Variant:
     def dtype_constraint(self, dts: frozenset | None) -> str:
         if dts is None:
             return self.fresh("d")
-        names = sorted(d.name for d in dts if d.name in E.EGG_DTYPES)
+        names = sorted(d.name for d in dts if E.dtype_key(d) is not None)
         if not names:
-            raise Dead("its :dtype names only dtypes the egglog engine does not encode (it holds integer, "
-                       "index and bool nodes; float and other nodes are opaque)")
+            raise Dead("its :dtype names no dtype the egglog engine encodes")
         if len(names) == 1:
             return E.egg_string(names[0])
         v = self.fresh("d")
         self.atoms.append(f"({self.em.dtype_set(names)} {v})")
         return v
 
+    def srcs_term(self, kids: list[str], tail: str) -> str:
+        """A source list: (SCons k0 (SCons k1 ... tail))."""
+        for k in reversed(kids):
+            tail = f"(SCons {k} {tail})"
+        return tail
+
     def node(self, p: Pat) -> tuple[str, Info]:
         """The egglog term of a pattern node with one op; named inner nodes get an `=` atom."""
         (op,) = p.ops
-        if not E.encodable(op):
-            raise Dead(f"{op.name} has a variable number of sources; such nodes are opaque to egglog")
         self.ops_used.add(op)
         d = self.dtype_constraint(p.dtypes)
+        var = E.variadic(op)
         n = E.arity(op)
         kids: list[str] = []
         kid_infos: list[Info | None] = []
         srcs = list(p.src) if p.src is not None else []
-        if p.src is not None:
+        tail = None
+        if p.src is not None and not var:
             if p.rest is None and len(srcs) != n:
                 raise Dead(f"{op.name} has {n} sources, the pattern {len(srcs)}")
             if len(srcs) > n:
                 raise Dead(f"{op.name} has {n} sources, the pattern at least {len(srcs)}")
             if p.rest and p.rest in self.used_names():
-                raise Unsupported(f"the rest capture ...{p.rest} is used; egglog has no tuples of sources")
+                raise Unsupported(f"the rest capture ...{p.rest} of a fixed-arity {op.name} is used")
         for c in srcs:
             term, info = self.child(c)
             kids.append(term)
             kid_infos.append(info)
-        while len(kids) < n:
-            kids.append(self.fresh("w"))
-            kid_infos.append(None)
+        if var:
+            if p.src is None:
+                tail = self.fresh("l")
+            elif p.rest is None:
+                tail = "(SNil)"
+            elif p.rest:
+                tail = self.rest_var(p.rest)
+            else:
+                tail = self.fresh("l")
+            src_fields = [self.srcs_term(kids, tail)]
+        else:
+            while len(kids) < n:
+                kids.append(self.fresh("w"))
+                kid_infos.append(None)
+            src_fields = kids
         args: list[str] = []
         if op is Ops.CONST:
             if p.arg is NOARG:
@@ -229,10 +259,31 @@ class _Variant:
             if p.arg is not NOARG:
                 raise Dead(f"{op.name}'s arg is a tuple; a literal :arg never equals it")
             args = [self.fresh("a") for _ in E.ARG_OPS[op.name]]
-        elif p.arg is not NOARG and p.arg is not None:
-            raise Dead(f"nodes of {op.name} with an arg are opaque to egglog")
-        info = Info(op, d, kids, args, kid_infos)
-        return f"({op.name} {' '.join([d, *kids, *args])})", info
+        elif op in E.PLAIN_OPS:
+            if p.arg is not NOARG and p.arg is not None:
+                raise Dead(f"nodes of {op.name} have no arg")
+        else:
+            args = [self.arg_pattern(p.arg)]
+        tag = self.fresh("g")  # patterns match any tag, as the python matcher does
+        info = Info(op, d, kids, args, kid_infos, srcs=src_fields[0] if var else None,
+                    tail=tail if var else None, tag=tag)
+        return f"({op.name} {' '.join([d, *src_fields, *args, tag])})", info
+
+    def rest_var(self, name: str) -> str:
+        v = self.var_for(name)
+        self.rest_vars[name] = v
+        return v
+
+    def arg_pattern(self, arg: Any) -> str:
+        """The arg reference a literal :arg stands for (None, an op), or a fresh variable."""
+        if arg is NOARG:
+            return self.fresh("a")
+        if arg is None:
+            return str(E.ARG_NONE)
+        if type(arg) is Ops:
+            return str(E.op_arg_ref(arg))
+        raise Unsupported(f":arg {arg!r}: args other than None and ops are run-time references in egglog, "
+                          "which a literal cannot name")
 
     def const_pattern_arg(self, v: Any) -> str:
         if isinstance(v, bool):
@@ -307,12 +358,17 @@ class _Variant:
             raise self.fail(n, "only integer, bool, None and plain string constants")
         r = ref(n)
         if isinstance(n, ast.Name):
+            if r is not None and r.kind == "local" and n.id in self.locals:
+                return self.locals[n.id]
             if r is None or r.kind != "bound":
                 raise self.fail(n, "not a capture")
             if n.id in self.lets:
                 return self.val(self.lets[n.id])
+            if n.id in self.rest_vars:
+                return V("srcs", self.rest_vars[n.id])
             if n.id in self.rests:
-                raise self.fail(n, "rest captures are tuples of sources, which egglog does not have")
+                raise self.fail(n, "the rest capture of a fixed-arity op is a tuple of sources, which egglog "
+                                   "does not have")
             return V("node", self.var_for(n.id), info=self.cap_info.get(n.id))
         if isinstance(n, ast.Attribute):
             if r is not None and r.kind == "op":
@@ -331,8 +387,9 @@ class _Variant:
                 raise self.fail(n, "index must be a constant")
             i = int(idx.static)
             if base.kind == "src" and base.info is not None:
-                if not -len(base.info.kids) <= i < len(base.info.kids):
-                    raise self.fail(n, "index out of range")
+                known = len(base.info.kids)
+                if not (0 <= i < known or (base.info.tail in (None, "(SNil)") and -known <= i < 0)):
+                    raise self.fail(n, "index beyond the sources the pattern names")
                 return V("node", base.info.kids[i], info=base.info.kid_infos[i])
             if base.kind == "tuple" and base.items is not None and -len(base.items) <= i < len(base.items):
                 return base.items[i]
@@ -357,6 +414,8 @@ class _Variant:
             return self.call(n)
         if isinstance(n, (ast.Tuple, ast.List)):
             return V("tuple", items=[self.val(e) for e in n.elts])
+        if isinstance(n, ast.ListComp):
+            return self.list_filter(n)
         raise self.fail(n, f"{type(n).__name__} has no egglog translation here")
 
     def attr(self, n: ast.Attribute, base: V) -> V:
@@ -367,6 +426,11 @@ class _Variant:
                 return V("int", f"({a} {base.expr})")
             if a == "dtype":
                 return V("dtype", self.dtype_of(base))
+            if a == "ranges":
+                self.em.props.add("ranges")
+                t = self.fresh("l")
+                self.atoms.append(f"(= {t} (ranges-of {base.expr}))")
+                return V("srcs", t)
             if info is not None:
                 if a == "arg":
                     if info.op is Ops.CONST:
@@ -376,13 +440,15 @@ class _Variant:
                                                  V("int", info.args[2])])
                     if info.op is Ops.RANGE:
                         return V("tuple", items=[V("int", info.args[0]), V("str", info.args[1])])
-                    return V("none", static=None)
+                    if info.op in E.PLAIN_OPS:
+                        return V("none", static=None)
+                    return V("argref", info.args[0])
                 if a == "op":
                     return V("op", static=info.op)
                 if a == "src":
                     return V("src", info=info)
                 if a == "tag":
-                    return V("none", static=None)
+                    return V("argref", info.tag)
             if a == "op":
                 return V("opof", base.expr)  # only `x.op is Ops.X` can use it: an existential test
             if a in ("arg", "src", "tag"):
@@ -390,6 +456,9 @@ class _Variant:
             raise self.fail(n, f"`.{a}` is not available in egglog (only .arg .op .src .dtype .vmin .vmax)")
         if base.kind == "dtype" and a == "itemsize" and not base.known:
             return V("int", f"(dsize {base.expr})")
+        if base.kind == "dtype" and a in _DTYPE_FLAGS and not base.known:
+            self.em.dtype_flags.add(a)  # a table over the scalar dtypes: a pointer's key has no row (no match)
+            return V("int", f"(dtype-{a} {base.expr})")
         if base.kind == "dtype" and base.known:
             d: DType = base.static
             if a in ("is_int", "is_float", "is_unsigned"):
@@ -487,14 +556,14 @@ class _Variant:
         if x.kind != "node" or v.kind != "int":
             raise self.fail(n, "const_like(node, integer) only")
         self.em.ops_needed.add(Ops.CONST)
-        return V("node", f"(CONST {self.dtype_of(x)} {self.bind_int(v)})",
+        return V("node", f"(CONST {self.dtype_of(x)} {self.bind_int(v)} 0)",
                  info=Info(Ops.CONST, self.dtype_of(x), [], [v.expr], []))
 
     def h_const(self, n: ast.Call) -> V:
         d, v = self.val(n.args[0]), self.val(n.args[1])
         if d.kind != "dtype" or v.kind != "int":
             raise self.fail(n, "const(dtype, integer) only")
-        return V("node", f"(CONST {d.expr} {self.bind_int(v)})", info=Info(Ops.CONST, d.expr, [], [v.expr], []))
+        return V("node", f"(CONST {d.expr} {self.bind_int(v)} 0)", info=Info(Ops.CONST, d.expr, [], [v.expr], []))
 
     def h_fits_int64(self, n: ast.Call, neg: bool) -> list[list[str]]:
         if neg:
@@ -542,6 +611,92 @@ class _Variant:
         if neg:
             raise self.fail(n, "`not is_int(...)` cannot be expressed")
         return [[f"({self.em.dtype_set(names)} {d})"]]
+
+    # ---------------------------------------------------------------- source lists and comprehensions
+    def as_srcs(self, v: V, n: ast.AST) -> str:
+        """The Srcs term of a value that is a sequence of nodes."""
+        if v.kind == "srcs":
+            return v.expr
+        if v.kind == "src" and v.info is not None:
+            if v.info.srcs is not None:
+                return v.info.srcs
+            return self.srcs_term(v.info.kids, "(SNil)")
+        if v.kind == "tuple" and v.items is not None and all(i.kind == "node" for i in v.items):
+            return self.srcs_term([i.expr for i in v.items], "(SNil)")
+        raise self.fail(n, f"a {v.kind} is not a sequence of nodes")
+
+    def element_cond(self, comp: ast.AST, with_elt: bool, need_neg: bool):
+        """For `... for r in SEQ if C`: (SEQ as Srcs, alternatives where C holds of an element `_h`, where it
+        fails (None unless asked)). C may read the element only: the rules that walk the list see no capture."""
+        gens = getattr(comp, "generators", None)
+        if not gens or len(gens) != 1 or not isinstance(gens[0].target, ast.Name):
+            raise self.fail(comp, "only `for x in SEQ` over one sequence has an egglog translation")
+        gen = gens[0]
+        seq = self.as_srcs(self.val(gen.iter), gen.iter)
+        conds = list(gen.ifs) + ([comp.elt] if with_elt else [])
+        for c in conds:
+            for m in ast.walk(c):
+                r = ref(m) if isinstance(m, ast.Name) else None
+                if r is not None and r.kind == "bound":
+                    raise self.fail(comp, "its condition reads a capture of the rule; egglog walks the list in "
+                                          "rules of its own, which see only the element")
+        tree: ast.AST = (ast.Constant(True) if not conds else conds[0] if len(conds) == 1
+                         else ast.BoolOp(op=ast.And(), values=conds))
+        saved = (self.atoms, self.global_atoms)
+        self.atoms, self.global_atoms = [], []
+        self.locals[gen.target.id] = V("node", "_h")
+        try:
+            pos = self.cond(tree)
+            neg = self.cond(tree, neg=True) if need_neg else None
+            glob = self.global_atoms
+        finally:
+            self.atoms, self.global_atoms = saved
+            del self.locals[gen.target.id]
+        pos = [glob + a for a in pos]
+        neg = [glob + a for a in neg] if neg is not None else None
+        return seq, pos, neg
+
+    def list_filter(self, n: ast.ListComp) -> V:
+        """`[r for r in SEQ if C]`: a list function, defined by rules over SNil/SCons (egglog_forms: aux)."""
+        if not (isinstance(n.elt, ast.Name) and isinstance(n.generators[0].target, ast.Name)
+                and n.elt.id == n.generators[0].target.id):
+            raise self.fail(n, "only a filter `[x for x in SEQ if C]` has an egglog translation")
+        seq, pos, neg = self.element_cond(n, False, True)
+        name = self.em.aux("filter", pos, neg)
+        return V("srcs", f"({name} {seq})")
+
+    def quantifier(self, n: ast.Call, neg: bool, every: bool) -> list[list[str]]:
+        """any(C for r in SEQ) / all(...): a relation on lists, defined by rules (and its negation by the
+        other quantifier of the negated condition)."""
+        if len(n.args) != 1 or not isinstance(n.args[0], (ast.GeneratorExp, ast.ListComp)):
+            raise self.fail(n, f"{n.func.id}() of a comprehension only")
+        every = every != neg
+        seq, pos, negs = self.element_cond(n.args[0], True, neg)
+        name = self.em.aux("all" if every else "any", negs if neg else pos, None)
+        return [[f"({name} {seq})"]]
+
+    def h_any(self, n: ast.Call, neg: bool) -> list[list[str]]:
+        return self.quantifier(n, neg, False)
+
+    def h_all(self, n: ast.Call, neg: bool) -> list[list[str]]:
+        return self.quantifier(n, neg, True)
+
+    # ---------------------------------------------------------------- tabulated helpers
+    def h_reduce_start(self, n: ast.Call) -> V:
+        x = self.val(n.args[0])
+        if x.kind != "node" or x.info is None or x.info.op in E.PLAIN_OPS or x.info.op.name in E.ARG_OPS:
+            raise self.fail(n, "reduce_start of a node whose op the pattern fixes (its arg is an op)")
+        t = self.fresh("t")
+        self.atoms.append(f"(= {t} ({self.em.table('reduce_start')} {x.info.args[0]} {self.dtype_of(x)}))")
+        return V("node", t)
+
+    def h_zero_of(self, n: ast.Call) -> V:
+        d = self.val(n.args[0])
+        if d.kind != "dtype":
+            raise self.fail(n, "zero_of of a dtype only")
+        t = self.fresh("t")
+        self.atoms.append(f"(= {t} ({self.em.table('zero_of')} {d.expr}))")
+        return V("node", t)
 
     def bind_int(self, v: V) -> str:
         """An i64 expression as a query variable (computed, so overflow fails the match), or a literal."""
@@ -607,15 +762,16 @@ class _Variant:
         raise self.fail(n, "not a condition egglog can test")
 
     def op_test(self, n: ast.AST, x: V, op: Ops, neg: bool) -> list[list[str]]:
+        """`x.op is X`: the class of x holds an e-node of X; `is not X`: it holds one of another op (opaque
+        ones included, by their op). Both are existential, as every test on an e-class is."""
         if x.info is not None:
             return [[]] if (x.info.op is op) != neg else []
-        if neg:
-            raise self.fail(n, "a negative op test on a capture whose op the pattern does not fix")
-        if not E.encodable(op):
-            return []
-        self.ops_used.add(op)
-        fields = [self.fresh("d")] + [self.fresh("w") for _ in range(len(E.ctor_fields(op)) - 1)]
-        return [[f"(= {x.expr} ({op.name} {' '.join(fields)}))"]]
+        if not neg:
+            self.ops_used.add(op)
+            fields = [self.fresh("d")] + [self.fresh("w") for _ in range(len(E.ctor_fields(op)) - 1)]
+            return [[f"(= {x.expr} ({op.name} {' '.join(fields)}))"]]
+        o = self.fresh("o")
+        return [[f"(op-is {x.expr} {o})", f"(!= {o} {E.egg_string(op.name)})"]]
 
     def compare(self, whole: ast.AST, op: type, ln: ast.AST, rn: ast.AST, neg: bool) -> list[list[str]]:
         if neg:
@@ -631,6 +787,20 @@ class _Variant:
                 out = [a + b for a in out for b in part]
             return out
         a, b = self.val(ln), self.val(rn)
+        if "argref" in (a.kind, b.kind):
+            ref, other = (a, b) if a.kind == "argref" else (b, a)
+            if op not in (ast.Is, ast.IsNot, ast.Eq, ast.NotEq):
+                raise self.fail(whole, "an arg reference compares with `is`/`==` only")
+            if other.kind == "argref":
+                want = other.expr
+            elif other.kind == "op" and other.known:
+                want = str(E.op_arg_ref(other.static))
+            elif other.kind == "none":
+                want = str(E.ARG_NONE)
+            else:
+                raise self.fail(whole, f"an arg held by reference compares with an op, None or another such "
+                                       f"arg only, not a {other.kind}")
+            return [[f"({'=' if op in (ast.Is, ast.Eq) else '!='} {ref.expr} {want})"]]
         if "opof" in (a.kind, b.kind):
             node, other = (a, b) if a.kind == "opof" else (b, a)
             if other.kind != "op" or not other.known or op not in (ast.Is, ast.IsNot, ast.Eq, ast.NotEq):
@@ -682,7 +852,7 @@ class _Variant:
             return R(v.expr, self.lazy_dtype(v))
         if isinstance(t, TConst):
             self.em.ops_needed.add(Ops.CONST)
-            return R(f"(CONST {fallback()} {self.const_value(t.value)})", fallback)
+            return R(f"(CONST {fallback()} {self.const_value(t.value)} 0)", fallback)
         if isinstance(t, TExpr):
             return self.value_term(t.expr.resolved.body, t.expr.text, fallback)
         if isinstance(t, TSplice):
@@ -707,7 +877,7 @@ class _Variant:
             return R(v.expr, self.lazy_dtype(v))
         if v.kind == "int":
             self.em.ops_needed.add(Ops.CONST)
-            return R(f"(CONST {fallback()} {self.bind_int(v)})", fallback)
+            return R(f"(CONST {fallback()} {self.bind_int(v)} 0)", fallback)
         raise Unsupported(f"result `{text}`: a {v.kind}, not a node or an integer")
 
     def lazy_dtype(self, v: V) -> _Lazy:
@@ -739,37 +909,53 @@ class _Variant:
 
     def dtype_term(self, d: Any) -> str:
         if isinstance(d, DType):
-            if d.name not in E.EGG_DTYPES:
-                raise Unsupported(f"builds a node of dtype {d.name}, which the egglog engine does not encode")
-            return E.egg_string(d.name)
+            key = E.dtype_key(d)
+            if key is None:
+                raise Unsupported(f"builds a node of dtype {d!r}, which the egglog engine does not encode")
+            return E.egg_string(key)
         v = self.val(d.resolved.body)
         if v.kind != "dtype":
             raise Unsupported(f":dtype {d.text} is not a dtype")
-        if v.known and v.static.name not in E.EGG_DTYPES:
-            raise Unsupported(f"builds a node of dtype {v.static.name}, which the egglog engine does not encode")
         return v.expr
 
-    def no_tag(self, t: Any) -> None:
-        if t.tag is not None and not (isinstance(t.tag, TConst) and t.tag.value is None):
-            raise Unsupported("sets a :tag; tagged nodes are opaque to egglog")
+    def source_fields(self, op: Ops, children: tuple, fallback: _Lazy, hint: Ops | None) -> tuple[list[str], list[R]]:
+        """The source fields of a built node: one per source, or one list for a variable-arity op, where a
+        splice (`...rest`, `...{seq}`) may end the sources."""
+        items = list(children)
+        tail = "(SNil)"
+        if items and isinstance(items[-1], TSplice):
+            if not E.variadic(op):
+                raise Unsupported(f"splices sources into a fixed-arity {op.name}")
+            tail = self.splice(items.pop())
+        if any(isinstance(c, TSplice) for c in items):
+            raise Unsupported("splices before other sources; egglog's source lists are spliced at the end only")
+        if not E.variadic(op) and op is not Ops.CONST and len(items) != E.arity(op):
+            raise Unsupported(f"builds a {op.name} with {len(items)} sources; it has {E.arity(op)}")
+        kids = self.children(tuple(items), fallback, hint)
+        if E.variadic(op):
+            return [self.srcs_term([k.expr for k in kids], tail)], kids
+        return [k.expr for k in kids], kids
+
+    def splice(self, sp: TSplice) -> str:
+        if sp.expr is None:
+            if sp.name in self.rest_vars:
+                return self.rest_vars[sp.name]
+            raise Unsupported(f"result splices ...{sp.name}, the rest of a fixed-arity op")
+        return self.as_srcs(self.val(sp.expr.resolved.body), sp.expr.resolved.body)
 
     def tnode(self, t: TNode, fallback: _Lazy) -> R:
         op = t.op
-        self.no_tag(t)
-        if not E.encodable(op) or (op is not Ops.CONST and len(t.children) != E.arity(op)):
-            raise Unsupported(f"builds a {op.name} node with {len(t.children)} sources, which egglog does not encode")
+        tag = self.arg_ref(t.tag, "tag")
         if op is Ops.CONST and t.children:
             raise Unsupported("builds a CONST with sources")
         self.em.ops_needed.add(op)
-        kids = self.children(t.children, fallback, op)
+        fields, kids = self.source_fields(op, t.children, fallback, op)
         if t.dtype is not None:
             d = _lit(self.dtype_term(t.dtype))
         else:
             how = OP_INFO[op].result_dtype
-            if how in ("bool", "index"):
+            if how in ("bool", "index", "void"):
                 d = _lit(E.egg_string(how))
-            elif how == "void":
-                raise Unsupported(f"builds a void {op.name}; void nodes are opaque to egglog")
             else:
                 i = 1 if how == "src1" else 0
                 d = kids[i].dtype if i < len(kids) else fallback
@@ -780,10 +966,37 @@ class _Variant:
             args = [self.arg_value(t.arg)]
         elif op.name in E.ARG_OPS:
             raise Unsupported(f"builds a {op.name}, whose arg is a tuple")
-        elif t.arg is not None and not (isinstance(t.arg, TConst) and t.arg.value is None):
-            raise Unsupported(f"builds a {op.name} with an :arg; such nodes are opaque to egglog")
-        fields = [d(), *(k.expr for k in kids), *args]
-        return R(f"({op.name} {' '.join(fields)})", d)
+        elif op in E.PLAIN_OPS:
+            if t.arg is not None and not (isinstance(t.arg, TConst) and t.arg.value is None):
+                raise Unsupported(f"builds a {op.name} with an :arg; it has none")
+        else:
+            args = [self.arg_ref(t.arg)]
+        return R(f"({op.name} {' '.join([d(), *fields, *args, tag])})", d)
+
+    def arg_ref(self, a: Any, what: str = "arg") -> str:
+        """The reference of a built node's :arg (or :tag): None, an op, a copied arg, or an input node."""
+        if a is None or (isinstance(a, TConst) and a.value is None):
+            return str(E.ARG_NONE)
+        if isinstance(a, TConst):
+            if type(a.value) is Ops:
+                return str(E.op_arg_ref(a.value))
+            raise Unsupported(f":{what} {a.value!r}: a new {what} egglog cannot hold (they are run-time references)")
+        v = self.val(a.expr.resolved.body)
+        if v.kind == "argref":
+            return v.expr
+        if v.kind == "op" and v.known:
+            return str(E.op_arg_ref(v.static))
+        if v.kind == "none":
+            return str(E.ARG_NONE)
+        if v.kind == "node":
+            # a node as an arg: the input node its class holds (a rule-built class has none: no match)
+            t = self.node_args.get(v.expr)
+            if t is None:
+                i, t = self.fresh("i"), self.fresh("t")
+                self.atoms += [f"(= {v.expr} (Ref {i}))", f"(= {t} (+ {i} {E.NODE_ARG_BASE}))"]
+                self.node_args[v.expr] = t
+            return t
+        raise Unsupported(f":{what} {a.expr.text} computes a new {what}, which has no egglog form")
 
     def arg_value(self, a: Any) -> str:
         if isinstance(a, TConst):
@@ -797,18 +1010,16 @@ class _Variant:
         info = self.cap_info.get(t.base)
         if info is None:
             raise Unsupported(f"(replace {t.base} ...) of a capture whose op the pattern does not fix")
-        self.no_tag(t)
+        tag = info.tag if t.tag is None else self.arg_ref(t.tag, "tag")
         op = info.op
         self.em.ops_needed.add(op)
         base_dt = _lit(info.dtype)
         if t.children is not None:
             if op is Ops.CONST and t.children:
                 raise Unsupported("replace gives a CONST sources")
-            if len(t.children) != E.arity(op):
-                raise Unsupported(f"replace gives {op.name} {len(t.children)} sources")
-            kids = [k.expr for k in self.children(t.children, base_dt, None)]
+            fields, _ = self.source_fields(op, t.children, base_dt, None)
         else:
-            kids = list(info.kids)
+            fields = [info.srcs] if info.srcs is not None else list(info.kids)
         d = _lit(self.dtype_term(t.dtype)) if t.dtype is not None else base_dt
         args = list(info.args)
         if t.arg is not None:
@@ -816,9 +1027,12 @@ class _Variant:
                 args = [self.arg_value(t.arg)]
             elif op.name in E.ARG_OPS:
                 raise Unsupported(f"replace sets the tuple arg of a {op.name}")
-            elif not (isinstance(t.arg, TConst) and t.arg.value is None):
-                raise Unsupported(f"replace gives a {op.name} an :arg; such nodes are opaque to egglog")
-        return R(f"({op.name} {' '.join([d(), *kids, *args])})", d)
+            elif op in E.PLAIN_OPS:
+                if not (isinstance(t.arg, TConst) and t.arg.value is None):
+                    raise Unsupported(f"replace gives a {op.name} an :arg; it has none")
+            else:
+                args = [self.arg_ref(t.arg)]
+        return R(f"({op.name} {' '.join([d(), *fields, *args, tag])})", d)
 
     # ---------------------------------------------------------------- the whole variant
     def build(self) -> list[tuple[list[str], str]]:
@@ -844,8 +1058,8 @@ class _Variant:
         if body is not None and _is_condition(body):
             # a bool-valued result, {a.arg < b.arg}: True where it holds, False where it does not
             self.em.ops_needed.add(Ops.CONST)
-            cases = [(self.cond(body), f"(CONST {root_dt()} 1)"),
-                     (self.cond(body, neg=True), f"(CONST {root_dt()} 0)")]
+            cases = [(self.cond(body), f"(CONST {root_dt()} 1 0)"),
+                     (self.cond(body, neg=True), f"(CONST {root_dt()} 0 0)")]
             extra: list[str] = []
         else:
             result = self.term(rw, root_dt)
@@ -856,10 +1070,98 @@ class _Variant:
             for case_alts, expr in cases:
                 for calt in case_alts:
                     query = base_atoms + self.global_atoms + alt + calt + extra
-                    out.append(_cse(query, f"(union {root} {expr})"))
+                    out.append(_directed(*_cse(query, f"(union {root} {expr})")))
         for op in self.ops_used:
             self.em.ops_needed.add(op)
         return out
+
+
+def _sexp(text: str) -> list:
+    """An s-expression as nested lists of tokens (strings stay whole)."""
+    tokens = re.findall(r'"(?:[^"\\]|\\.)*"|[()]|[^\s()]+', text)
+    stack: list[list] = [[]]
+    for t in tokens:
+        if t == "(":
+            stack.append([])
+        elif t == ")":
+            done = stack.pop()
+            stack[-1].append(done)
+        else:
+            stack[-1].append(t)
+    return stack[0]
+
+
+_COSTS = {**{o.name: E.op_cost(o) for o in Ops}, E.FLOAT_CONST: E.op_cost(Ops.CONST)}
+_DTYPE_FLAGS = ("is_int", "is_float", "is_unsigned")
+
+
+def _directed(query: list[str], action: str) -> tuple[list[str], str]:
+    """A rule whose result builds ops its match does not hold, and costs more than the match, is a lowering
+    (a REDUCE becomes a loop and an accumulator, a STORE is closed by an END): extraction keeps the
+    cheapest form of an e-class, so it would undo the rule. Such a rule replaces what it matched, as the python engine does: its action
+    also subsumes the matched e-node, which no rule then matches and extraction never picks.
+
+    Costs are ops.yaml's: the match costs the nodes of its pattern (a variable bound in the query,
+    `(= v TERM)`, its term's), the result the nodes it builds (what it reuses of the match exists already).
+    An algebraic rule such as `distribute`, (a+b)*c -> a*c + b*c, builds only ops it matched: it stays an
+    equality, whose cheapest side extraction picks."""
+    binds: dict[str, Any] = {}
+    for atom in query:
+        e = _sexp(atom)[0]
+        if isinstance(e, list) and len(e) == 3 and e[0] == "=" and isinstance(e[1], str) and isinstance(e[2], list):
+            binds.setdefault(e[1], e[2])
+        elif isinstance(e, list) and len(e) == 3 and e[0] == "=" and isinstance(e[2], str) and isinstance(e[1], list):
+            binds.setdefault(e[2], e[1])
+
+    def cost(t: Any, seen: frozenset = frozenset()) -> int:
+        if isinstance(t, str):
+            b = binds.get(t)
+            return cost(b, seen | {t}) if b is not None and t not in seen else 0
+        head = t[0] if t else ""
+        if isinstance(head, str) and head.startswith("table-"):
+            return _COSTS["CONST"]
+        if head not in _COSTS and head != "SCons":
+            return 0  # a value (vmin, arithmetic) or a list function: no node of its own
+        return _COSTS.get(head, 0) + sum(cost(x, seen) for x in t[1:])
+
+    act = _sexp(action)[0]
+    if not (isinstance(act, list) and act[0] == "union" and isinstance(act[1], str)):
+        return query, action
+    root = binds.get(act[1])
+    if root is None or not isinstance(root[0], str) or root[0] not in _COSTS:
+        return query, action
+    def built(t: Any) -> int:  # the nodes the result adds: what it reuses of the match exists already
+        if isinstance(t, str) or not t or (t[0] not in _COSTS and t[0] != "SCons"):
+            return 0
+        return _COSTS.get(t[0], 0) + sum(built(x) for x in t[1:])
+
+    def heads(t: Any, seen: frozenset = frozenset()) -> set:
+        if isinstance(t, str):
+            b = binds.get(t)
+            return heads(b, seen | {t}) if b is not None and t not in seen else set()
+        if not t or (t[0] not in _COSTS and t[0] != "SCons"):
+            return set()
+        return ({t[0]} - {"SCons"}).union(*(heads(x, seen) for x in t[1:]))
+
+    def built_heads(t: Any) -> set:
+        if isinstance(t, str) or not t or (t[0] not in _COSTS and t[0] != "SCons"):
+            return set()
+        return ({t[0]} - {"SCons"}).union(*(built_heads(x) for x in t[1:]))
+
+    if built(act[2]) <= cost(act[1]) or built_heads(act[2]) <= heads(act[1]):
+        return query, action
+    term = next(a for a in query if a.startswith(f"(= {act[1]} "))[len(f"(= {act[1]} "):-1]
+    return query, f"{action} (subsume {term})"
+
+
+def _const_term(d: DType, v: Any) -> str | None:
+    """The e-graph term of the constant `v` of scalar dtype `d` (None: not one the encoding holds)."""
+    key = E.egg_string(d.name)
+    if d.kind == "float":
+        return f"({E.FLOAT_CONST} {key} {E.float_bits(float(v))} 0)"
+    if isinstance(v, bool) or (type(v) is int and E.is_i64(v)):
+        return f"(CONST {key} {int(v)} 0)"
+    return None
 
 
 def _is_condition(n: ast.AST) -> bool:
@@ -911,11 +1213,11 @@ _NEGATE = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.LtE: ast.Gt, ast.Gt: ast.LtE, a
 
 
 def op_variants(p: Pat) -> list[Pat]:
-    """Patterns with every op set narrowed to one op (egglog has no disjunction), encodable ops only."""
+    """Patterns with every op set narrowed to one op (egglog has no disjunction)."""
     if p.ops is not None and len(p.ops) > 1:
-        choices = [frozenset({o}) for o in sorted(p.ops, key=lambda o: o.value) if E.encodable(o)
-                   and (p.src is None or (p.rest is None and E.arity(o) == len(p.src))
-                        or (p.rest is not None and E.arity(o) >= len(p.src)))]
+        choices = [frozenset({o}) for o in sorted(p.ops, key=lambda o: o.value)
+                   if p.src is None or E.variadic(o) or (p.rest is None and E.arity(o) == len(p.src))
+                   or (p.rest is not None and E.arity(o) >= len(p.src))]
     else:
         choices = [p.ops]
     kids = [op_variants(c) for c in p.src] if p.src is not None else []
@@ -982,6 +1284,81 @@ class EggEmitter:
         self.rules = rules
         self.ops_needed: set[Ops] = {Ops[o] for o in E.CORE_OPS}
         self.dtsets: dict[tuple, str] = {}
+        self.props: set[str] = set()  # input-node properties the rules read (E.PROPS)
+        self.auxes: dict[tuple, tuple[str, str]] = {}  # (kind, alternatives) -> (name, rules text)
+        self.tables: dict[str, str] = {}  # helper -> the constructor of its table
+        self.dtype_flags: set[str] = set()  # DType properties read of dtypes the pattern does not fix
+
+    def aux(self, kind: str, pos: list[list[str]], neg: list[list[str]] | None) -> str:
+        """A list function or relation for a comprehension, defined by rules in the `analysis` ruleset (so it
+        is complete before each pass of the rules): `filter` keeps the elements `_h` where `pos` holds and
+        drops those where `neg` holds; `any` / `all` hold of the lists with one / only such elements."""
+        key = (kind, repr(pos), repr(neg))
+        hit = self.auxes.get(key)
+        if hit is not None:
+            return hit[0]
+        name = f"{kind}-{len(self.auxes)}"
+        out: list[str] = []
+
+        def rule(tag: str, query: list[str], action: str) -> None:
+            out.append(f"(rule ({' '.join(query)}) ({action}) :ruleset analysis :name {E.egg_string(name + tag)})")
+
+        if kind == "filter":
+            out.append(f"(constructor {name} (Srcs) Srcs :unextractable)")
+            rule("-nil", [f"(= _l ({name} (SNil)))"], "(union _l (SNil))")
+            for k, alt in enumerate(pos):
+                rule(f"-keep{k}", [f"(= _l ({name} (SCons _h _t)))", *alt], f"(union _l (SCons _h ({name} _t)))")
+            for k, alt in enumerate(neg or []):
+                rule(f"-drop{k}", [f"(= _l ({name} (SCons _h _t)))", *alt], f"(union _l ({name} _t))")
+        elif kind == "any":
+            out.append(f"(relation {name} (Srcs))")
+            for k, alt in enumerate(pos):
+                rule(f"-here{k}", ["(= _l (SCons _h _t))", *alt], f"({name} _l)")
+            rule("-later", ["(= _l (SCons _h _t))", f"({name} _t)"], f"({name} _l)")
+        else:
+            out.append(f"(relation {name} (Srcs))")
+            rule("-nil", ["(= _l (SNil))"], f"({name} _l)")
+            for k, alt in enumerate(pos):
+                rule(f"-cons{k}", ["(= _l (SCons _h _t))", *alt, f"({name} _t)"], f"({name} _l)")
+        self.auxes[key] = (name, "\n".join(out))
+        return name
+
+    def table(self, helper: str) -> str:
+        """The constructor whose e-classes hold a tabulated helper's value: its rows are computed at build
+        time by calling the helper itself on every input egglog can name (ops, scalar dtypes)."""
+        name = self.tables.get(helper)
+        if name is None:
+            name = self.tables[helper] = f"table-{helper}"
+        return name
+
+    def table_text(self, helper: str, name: str) -> str:
+        from rulec.runtime.codegen import helpers as H
+        from rulec.runtime.ir.uop import UOp
+
+        dts = [d for d in E.SCALAR_DTYPES.values() if d.kind != "void"]
+        rows: list[tuple[tuple[str, ...], Any, DType]] = []
+        if helper == "reduce_start":
+            sig = "(i64 String)"
+            for op in Ops:
+                for d in dts:
+                    try:
+                        v = H.reduce_start(UOp(Ops.REDUCE, d, (), op))
+                    except (ValueError, TypeError, KeyError):
+                        continue
+                    rows.append(((str(E.op_arg_ref(op)), E.egg_string(d.name)), v, d))
+        elif helper == "zero_of":
+            sig = "(String)"
+            for d in dts:
+                u = H.zero_of(d)
+                rows.append(((E.egg_string(d.name),), u.arg, d))
+        else:  # pragma: no cover - EGG_FORMS names only these
+            raise AssertionError(helper)
+        out = [f"(constructor {name} {sig} Node :unextractable)"]
+        for keys, v, d in rows:
+            term = _const_term(d, v)
+            if term is not None:
+                out.append(f"(union ({name} {' '.join(keys)}) {term})")
+        return "\n".join(out)
 
     def dtype_set(self, names: list[str]) -> str:
         key = tuple(sorted(names))
@@ -1069,6 +1446,16 @@ class EggEmitter:
         for names, rel in self.dtsets.items():
             lines.append(f"(relation {rel} (String))")
             lines.append(" ".join(f"({rel} {E.egg_string(n)})" for n in names))
+        for flag in sorted(self.dtype_flags):
+            lines.append(f"(function dtype-{flag} (String) i64 :merge old)  ; DType.{flag}, per scalar dtype")
+            lines.append(" ".join(f"(set (dtype-{flag} {E.egg_string(n)}) {int(getattr(d, flag))})"
+                                  for n, d in E.SCALAR_DTYPES.items()))
+        if self.tables:
+            lines.append(";; helpers tabulated at build time (by calling them)")
+            lines += [self.table_text(h, n) for h, n in self.tables.items()]
+        if self.auxes:
+            lines.append(";; comprehensions over source lists, as rules")
+            lines += [text for _, text in self.auxes.values()]
         lines.append("(ruleset rules)")
         return "\n".join(lines) + "\n"
 
@@ -1102,6 +1489,8 @@ class EggEmitter:
             head.append(f";;   {where}  SKIPPED: {comment_text(why)}")
         head.append(f";; @encoding {E.ENCODING_VERSION}")
         head.append(f";; @ops {' '.join(o.name for o in ops)}")
+        if self.props:
+            head.append(f";; @props {' '.join(sorted(self.props))}")
         parts = ["\n".join(head) + "\n"]
         for kind, text in pre:
             parts.append(f";; @section {kind}\n{text}")

@@ -190,8 +190,10 @@ def egglog_bounds(nodes: list[UOp]) -> dict[UOp, tuple[int, int]]:
     rows: dict[str, list[str]] = {}
     for i, u in enumerate(nodes):
         arg = (int(u.arg),) if u.op is Ops.CONST else (u.arg or ())
-        assert len(ctor_fields(u.op)) == 1 + len(u.src) + len(arg), u.op  # dtype, sources, arg
-        fields = [i, u.dtype.name, *(ids[s] for s in u.src), *arg]
+        # dtype, sources, arg, then an arg reference (where the arg is not one of the fields) and a tag, both 0
+        extra = len(ctor_fields(u.op)) - (1 + len(u.src) + len(arg))
+        assert extra in (1, 2), u.op
+        fields = [i, u.dtype.name, *(ids[s] for s in u.src), *arg, *([0] * extra)]
         rows.setdefault(f"In_{u.op.name}", []).append("\t".join(map(str, fields)) + "\n")
     with tempfile.TemporaryDirectory() as tmp:
         program = []

@@ -16,8 +16,9 @@ PYTHON_SYMBOLIC = "rules: [index_symbolic, reduce_collapse]\n    traversal: top_
 
 
 def egglog_symbolic(text: str) -> str:
-    """Both symbolic stages with `index_symbolic` on egglog. `reduce_collapse` has no egglog program (its
-    patterns are REDUCEs, which have a variable number of sources), so it becomes a python stage of its own."""
+    """Both symbolic stages with `index_symbolic` on egglog. egglog runs one of `reduce_collapse`'s eight rules
+    (the others call helpers without an egglog form, such as affine_in), so it becomes a python stage of its
+    own."""
     assert text.count(PYTHON_SYMBOLIC) == 2
     out = []
     for n, part in enumerate(text.split(PYTHON_SYMBOLIC)):

@@ -13,7 +13,7 @@ from rulec.runtime.codegen.linearize import Step, linearize
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.uop import UOp
 from rulec.runtime.resources import rules_dir
-from rulec.runtime.schedule.pipeline import load_pipeline, run_pipeline
+from rulec.runtime.schedule.pipeline import Pipeline, load_pipeline, run_pipeline
 
 # the lowering pipeline of each kind of target, under rules/codegen/
 PIPELINES = {"cpu": "cpu.pipeline.yaml", "gpu": "gpu.pipeline.yaml"}
@@ -37,9 +37,12 @@ class LoweredKernel:
         return size[0], size[1], size[2]
 
 
-def lower(ast: UOp, target: str = "cpu", without: tuple[str, ...] = ()) -> LoweredKernel:
+def lower(ast: UOp, target: str = "cpu", without: tuple[str, ...] = (), pipeline: Pipeline | None = None) -> LoweredKernel:
     """`ast` lowered for `target` ("cpu": loops; "gpu": outer loops as thread ids), leaving out the stages
-    named in `without` (for measurements: `("upcast",)` gives the plain loop nests)."""
+    named in `without` (for measurements: `("upcast",)` gives the plain loop nests). `pipeline` lowers with
+    another lowering pipeline instead of rulec's (experiments such as stages switched to egglog; not cached)."""
+    if pipeline is not None:
+        return _lower_with(ast, pipeline.without(*without) if without else pipeline)
     return _lower(ast, target, tuple(without))
 
 
@@ -48,8 +51,10 @@ def _lower(ast: UOp, target: str, without: tuple[str, ...] = ()) -> LoweredKerne
     if target not in PIPELINES:
         raise ValueError(f"unknown lowering target {target!r}: expected one of {sorted(PIPELINES)}")
     pipe = load_pipeline(rules_dir() / "codegen" / PIPELINES[target])
-    if without:
-        pipe = pipe.without(*without)
+    return _lower_with(ast, pipe.without(*without) if without else pipe)
+
+
+def _lower_with(ast: UOp, pipe: Pipeline) -> LoweredKernel:
     sink = ast if ast.op is Ops.SINK else UOp.sink(ast)
     lowered, _ = run_pipeline(sink, pipe)
     nodes = lowered.toposort()

@@ -3,12 +3,16 @@
 `run_egglog(ruleset, graph)` runs the pure rules of a compiled rule set (its `<name>.egg`
 program, written by rulec/emit_egglog.py) on a UOp graph with egglog's low-level bindings:
 
-1. **Encode.** Every node of the integer/bool fragment of the IR becomes a typed constructor
-   `(OP dtype child...)`; CONST, DEFINE_VAR and RANGE also carry their arg. Everything else
-   (other dtypes, tags, variable-arity ops, unusual args) becomes an opaque leaf `(Opaque id)`
-   that points back at the Python node; its sources are encoded as well, so rules still rewrite
-   below it. Nodes go in as tab-separated `input` files plus one load rule per op, with
-   `(Ref id)` as the handle of node `id`, so sharing is kept and insertion is linear.
+1. **Encode.** Every node of an op the program names becomes a typed constructor
+   `(OP dtype source... arg... tag)`: the dtype as its key (`int32`, `float32`, `void`,
+   `float32*16*global`); the sources of a variable-arity op as one `Srcs` list (SCons/SNil);
+   CONST, DEFINE_VAR and RANGE with their arg's parts, a float constant as `(FCONST dtype bits tag)`;
+   every other non-elementwise op with an *arg reference* (ArgTable), and the tag as one too.
+   What is left (other ops, args a field cannot hold) is an opaque leaf `(Opaque id)` that points
+   back at the Python node; its sources are encoded as well, so rules still rewrite below it.
+   Nodes go in as tab-separated `input` files plus one load rule per constructor, with `(Ref id)`
+   (`(LRef id)` for a source list) as the handle of node `id`, so sharing is kept and insertion is
+   linear.
 2. **Analyse.** vmin/vmax of every input node are seeded from `runtime/ir/bounds.py`; the
    `analysis` ruleset derives the bounds of the nodes that rules create, rendered from the
    same table as bounds.py (`runtime/ir/bounds_table.py`).
@@ -17,7 +21,8 @@ program, written by rulec/emit_egglog.py) on a UOp graph with egglog's low-level
    the round, e-node or time bound.
 4. **Extract.** A pure-Python bottom-up (Knuth) pass over `eg.freeze()` picks the cheapest
    e-node of every e-class, with the costs of rules/ops.yaml; ties go to the nodes of the
-   input graph, so a graph no rule touches comes back as the very same object.
+   input graph, so a graph no rule touches comes back as the very same object. Subsumed e-nodes
+   (the matches of lowering rules, the other forms of constants) are never picked.
 5. **Decode** with a memo per e-class, so the result shares what the e-graph shares.
 
 The encoding (constructor fields, dtypes, string escaping) is defined here, in one place; the
@@ -31,6 +36,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import tempfile
 import threading
 import time
@@ -38,22 +44,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rulec.runtime.ir.dtype import DTYPE_BY_NAME, DType
-from rulec.runtime.ir.ops import OP_INFO, Ops
+from rulec.runtime.ir.dtype import DTYPE_BY_NAME, AddrSpace, DType, PtrDType
+from rulec.runtime.ir.ops import GROUPS, OP_INFO, Ops
 from rulec.runtime.ir.uop import UOp
 
 class EngineError(RuntimeError):
     """A rule set that the egglog engine cannot run, or a program egglog refused."""
 
 
-ENCODING_VERSION = 2  # bump whenever the prelude, the rulesets or the schedule contract change
+ENCODING_VERSION = 3  # bump whenever the prelude, the rulesets or the schedule contract change
 REQUIRED_SECTIONS = ("prelude", "analysis", "prune", "comm", "support")
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
-# The dtypes the e-graph holds: integers, index and bool (vmin/vmax are exact i64 there).
+# The dtypes whose vmin/vmax the e-graph tracks: integers, index and bool (exact in i64). Every other dtype
+# (floats, void, pointers) is held too, as its key (dtype_key), without bounds.
 INT_KINDS = ("int", "uint", "index", "bool")
 EGG_DTYPES: dict[str, DType] = {name: d for name, d in DTYPE_BY_NAME.items()
                                 if d.name == name and d.kind in INT_KINDS}
+SCALAR_DTYPES: dict[str, DType] = {name: d for name, d in DTYPE_BY_NAME.items() if d.name == name}
 
 # Ops with an arg of their own; every other encoded op must have arg None.
 ARG_OPS = {"CONST": ("i64",), "DEFINE_VAR": ("String", "i64", "i64"), "RANGE": ("i64", "String")}
@@ -62,14 +70,45 @@ ARG_OPS = {"CONST": ("i64",), "DEFINE_VAR": ("String", "i64", "i64"), "RANGE": (
 CORE_OPS = ("CONST", "DEFINE_VAR", "RANGE", "ADD", "SUB", "MUL", "IDIV", "MOD", "MAX", "NEG", "CMPLT",
             "CMPNE", "CMPEQ", "WHERE", "AND", "OR", "XOR", "CAST", "BIND")
 
+# Elementwise ops never carry an arg: their constructors have no arg field. Every other op (but the
+# ARG_OPS) carries an *arg reference*: an i64 naming its arg (see ArgTable).
+PLAIN_OPS = frozenset(GROUPS["Elementwise"])
+
+# A float constant: its dtype and the bit pattern of its value as a float64 (exact, NaN and -0.0 included).
+# Integer and bool constants, and the constants rules build from integers, are (CONST dtype value).
+FLOAT_CONST = "FCONST"
+
+# arg references: 0 is None, -v the op Ops(v), NODE_ARG_BASE + i the input node i, and 1.. the other args of
+# a run, by value (a table of that run)
+ARG_NONE = 0
+NODE_ARG_BASE = 1 << 40
+
+
+def op_arg_ref(op: Ops) -> int:
+    return -int(op)
+
+
+def variadic(op: Ops) -> bool:
+    """Ops with a variable number of sources: their sources are one `Srcs` list, (SCons a (SCons b (SNil)))."""
+    return op is not Ops.CONST and OP_INFO[op].arity is None
+
 
 def encodable(op: Ops) -> bool:
-    """Ops that get a typed constructor: fixed arity, or CONST (encoded without sources)."""
-    return op is Ops.CONST or OP_INFO[op].arity is not None
+    """Every op gets a typed constructor (variable-arity ones hold a source list)."""
+    return True
 
 
 def arity(op: Ops) -> int:
-    return 0 if op is Ops.CONST else OP_INFO[op].arity  # type: ignore[return-value]
+    """The number of source fields of an op's constructor (1, the list, for a variadic op)."""
+    if op is Ops.CONST:
+        return 0
+    return 1 if variadic(op) else OP_INFO[op].arity  # type: ignore[return-value]
+
+
+def arg_fields(op: Ops) -> tuple[str, ...]:
+    if op.name in ARG_OPS:
+        return ARG_OPS[op.name]
+    return () if op in PLAIN_OPS else ("i64",)
 
 
 def op_cost(op: Ops) -> int:
@@ -80,8 +119,78 @@ OPAQUE_COST = 1
 
 
 def ctor_fields(op: Ops) -> list[str]:
-    """Field sorts of an op's constructor: dtype, then sources, then arg parts (RANGE: end, idx, kind)."""
-    return ["String"] + ["Node"] * arity(op) + list(ARG_OPS.get(op.name, ()))
+    """Field sorts of an op's constructor: dtype, then sources (Node each, or one Srcs list), then arg parts
+    (RANGE: end, idx, kind; an arg reference for the ops that are neither elementwise nor ARG_OPS), then
+    the tag, a reference like an arg's (0: None)."""
+    srcs = ["Srcs"] if variadic(op) else ["Node"] * arity(op)
+    return ["String"] + srcs + list(arg_fields(op)) + ["i64"]
+
+
+FLOAT_CONST_FIELDS = ["String", "i64", "i64"]  # dtype, float64 bits, tag
+
+
+def dtype_key(dt: Any) -> str | None:
+    """The string a dtype is in the e-graph: a scalar's name, or `base*size*addrspace` for a pointer."""
+    if isinstance(dt, PtrDType):
+        base = dt.base
+        if base is None or SCALAR_DTYPES.get(base.name) is not base:
+            return None
+        return f"{base.name}*{dt.size}*{dt.addrspace.value}"
+    name = getattr(dt, "name", None)
+    return name if name is not None and SCALAR_DTYPES.get(name) is dt else None
+
+
+def dtype_of_key(key: str) -> DType:
+    if "*" in key:
+        base, size, space = key.split("*")
+        return SCALAR_DTYPES[base].ptr(int(size), AddrSpace(space))
+    return SCALAR_DTYPES[key]
+
+
+def float_bits(v: float) -> int:
+    return struct.unpack("<q", struct.pack("<d", v))[0]
+
+
+def bits_float(b: int) -> float:
+    return struct.unpack("<d", struct.pack("<q", b))[0]
+
+
+class ArgTable:
+    """The args of one run that egglog holds by reference: equal args (same type, equal value) share an id."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = [None]
+        self.index: dict[Any, int] = {}
+
+    def ref(self, v: Any) -> int:
+        if v is None:
+            return ARG_NONE
+        if type(v) is Ops:
+            return op_arg_ref(v)
+        try:
+            key: Any = (type(v), v)
+            hash(key)
+        except TypeError:  # unhashable: by identity
+            key = ("id", id(v))
+        i = self.index.get(key)
+        if i is None:
+            i = self.index[key] = len(self.values)
+            self.values.append(v)
+        return i
+
+    def value(self, i: int, nodes: list[UOp]) -> Any:
+        if i == ARG_NONE:
+            return None
+        if i < 0:
+            return Ops(-i)
+        if i >= NODE_ARG_BASE:
+            return nodes[i - NODE_ARG_BASE]
+        return self.values[i]
+
+
+# Properties of the input nodes the program may read (`;; @props`), seeded like vmin/vmax: `ranges`, the
+# RANGEs a node depends on that are not closed below it. Nodes the rules build have none.
+PROPS = {"ranges": "ranges-of"}
 
 
 # ======================================================================== program text
@@ -128,6 +237,7 @@ class EggFile:
     sections: list[tuple[str, str, str]]  # (kind, filename for egglog, text)
     rules: list[EggRule] = field(default_factory=list)
     by_egg_name: dict[str, EggRule] = field(default_factory=dict)
+    props: list[str] = field(default_factory=list)  # input-node properties the rules read (PROPS)
 
 
 _MARK = re.compile(r"^;; @(\w+)(?: (.*))?$")
@@ -136,6 +246,7 @@ _MARK = re.compile(r"^;; @(\w+)(?: (.*))?$")
 def read_egg(text: str, name: str = "") -> EggFile:
     """Split a generated program at its `;; @section` / `;; @rule` markers."""
     ops: list[Ops] = []
+    props: list[str] = []
     sections: list[tuple[str, str, str]] = []
     rules: list[EggRule] = []
     cur_kind, cur_file, cur_lines = "header", f"{name}.egg", []
@@ -155,6 +266,8 @@ def read_egg(text: str, name: str = "") -> EggFile:
             version = int(rest)
         elif key == "ops":
             ops = [Ops[o] for o in rest.split()]
+        elif key == "props":
+            props = [p for p in rest.split() if p in PROPS]
         elif key in ("section", "rule"):
             flush()
             cur_lines = []
@@ -175,7 +288,7 @@ def read_egg(text: str, name: str = "") -> EggFile:
         if kind == "rule":
             r = next(it)
             r.text = body
-    egg = EggFile(name, ops, sections, rules)
+    egg = EggFile(name, ops, sections, rules, props=props)
     for r in rules:
         for n in r.egg_names:
             egg.by_egg_name[n] = r
@@ -205,7 +318,11 @@ class _Encoded:
     ids: dict[UOp, int]
     rows: dict[str, list[str]]  # relation -> tsv lines
     opaque: set[int]
-    keys: dict[int, tuple]  # node id -> (ctor, payload, child ids) for the encoded nodes
+    keys: dict[int, tuple]  # node id -> (ctor, dtype key, payload, kids) for the encoded nodes; a kid is
+    #                         ("n", node id) or ("l", list id)
+    args: ArgTable
+    lists: dict[tuple, int]  # source tuple (node ids) -> list id
+    fconsts: dict[tuple, UOp]  # (dtype key, bits) -> the input's float constant
 
 
 def is_safe_str(s: Any) -> bool:
@@ -216,21 +333,26 @@ def is_i64(v: Any) -> bool:
     return type(v) is int and I64_MIN <= v <= I64_MAX
 
 
-def _encode_node(u: UOp, ops: set[Ops]) -> tuple | None:
-    """(ctor, payload fields) for a node the e-graph can hold, else None (opaque)."""
-    if u.tag is not None or u.op not in ops:
+def _encode_node(u: UOp, ops: set[Ops], args: ArgTable) -> tuple | None:
+    """(ctor, payload fields) for a node the e-graph can hold, else None (opaque); the tag is added after."""
+    if u.op not in ops:
         return None
-    dt = EGG_DTYPES.get(getattr(u.dtype, "name", ""))
-    if dt is None or dt != u.dtype:
+    dkey = dtype_key(u.dtype)
+    if dkey is None:
         return None
     op, arg = u.op, u.arg
     if op is Ops.CONST:
         if u.src:
             return None
-        if dt.kind == "bool":
+        kind = u.dtype.kind
+        if kind == "bool":
             return ("CONST", int(arg)) if type(arg) is bool else None
-        return ("CONST", arg) if is_i64(arg) else None
-    if len(u.src) != arity(op):
+        if kind in INT_KINDS:
+            return ("CONST", arg) if is_i64(arg) else None
+        if kind == "float" and type(arg) is float:
+            return (FLOAT_CONST, float_bits(arg))
+        return None
+    if not variadic(op) and len(u.src) != arity(op):
         return None
     if op is Ops.DEFINE_VAR:
         if type(arg) is tuple and len(arg) == 3 and is_safe_str(arg[0]) and is_i64(arg[1]) and is_i64(arg[2]):
@@ -240,7 +362,9 @@ def _encode_node(u: UOp, ops: set[Ops]) -> tuple | None:
         if type(arg) is tuple and len(arg) == 2 and is_i64(arg[0]) and is_safe_str(arg[1]):
             return ("RANGE",) + arg
         return None
-    return (op.name,) if arg is None else None
+    if op in PLAIN_OPS:
+        return (op.name,) if arg is None else None
+    return (op.name, args.ref(arg))
 
 
 def _int_bound(v: Any) -> int | None:
@@ -249,26 +373,52 @@ def _int_bound(v: Any) -> int | None:
     return v if is_i64(v) else None
 
 
-def encode_graph(root: UOp, ops: set[Ops]) -> _Encoded:
+def encode_graph(root: UOp, ops: set[Ops], props: tuple[str, ...] = ()) -> _Encoded:
     nodes = list(root.toposort())
     ids = {u: i for i, u in enumerate(nodes)}
     rows: dict[str, list[str]] = {}
     opaque: set[int] = set()
     keys: dict[int, tuple] = {}
+    args = ArgTable()
+    lists: dict[tuple, int] = {}
+    fconsts: dict[tuple, UOp] = {}
+
+    def list_id(items: tuple) -> int:
+        """The id of a source list, its suffixes loaded first (shared between lists)."""
+        lid = lists.get(items)
+        if lid is None:
+            if items:
+                tail = list_id(items[1:])
+                lid = lists[items] = len(lists)
+                rows.setdefault("In_SCons", []).append(f"{lid}\t{items[0]}\t{tail}\n")
+            else:
+                lid = lists[items] = len(lists)
+                rows.setdefault("In_SNil", []).append(f"{lid}\n")
+        return lid
+
     for i, u in enumerate(nodes):
-        enc = _encode_node(u, ops)
+        enc = _encode_node(u, ops, args)
+        if enc is not None:
+            enc = enc + (args.ref(u.tag),)
         kids = [ids[s] for s in u.src]
         if enc is None:
             opaque.add(i)
-            rows.setdefault("In_Opaque", []).append(f"{i}\n")
-            dname = getattr(u.dtype, "name", "")
-            if DTYPE_BY_NAME.get(dname) == u.dtype:
-                rows.setdefault("In_Dtype", []).append(f"{i}\t{dname}\n")
+            rows.setdefault("In_Opaque", []).append(f"{i}\t{u.op.name}\n")
+            dkey = dtype_key(u.dtype)
+            if dkey is not None:
+                rows.setdefault("In_Dtype", []).append(f"{i}\t{dkey}\n")
         else:
             ctor, payload = enc[0], enc[1:]
-            fields = [str(i), u.dtype.name] + [str(k) for k in kids] + [str(p) for p in payload]
+            dkey = dtype_key(u.dtype)
+            if ctor != FLOAT_CONST and variadic(u.op):
+                kid_spec: tuple = (("l", list_id(tuple(kids))),)
+            else:
+                kid_spec = tuple(("n", k) for k in kids)
+            if ctor == FLOAT_CONST:
+                fconsts.setdefault((dkey, payload[0], payload[1]), u)
+            fields = [str(i), dkey] + [str(k[1]) for k in kid_spec] + [str(p) for p in payload]
             rows.setdefault(f"In_{ctor}", []).append("\t".join(fields) + "\n")
-            keys[i] = (ctor, u.dtype.name, payload, tuple(kids))
+            keys[i] = (ctor, dkey, payload, kid_spec)
         # seed the analysis with bounds.py's answer; sources come first in toposort order, so this
         # never recurses more than one level
         if getattr(u.dtype, "scalar", None) is not None and u.dtype.scalar.kind in INT_KINDS:
@@ -278,7 +428,14 @@ def encode_graph(root: UOp, ops: set[Ops]) -> _Encoded:
                 lo = hi = None
             if lo is not None and hi is not None:
                 rows.setdefault("In_Bounds", []).append(f"{i}\t{lo}\t{hi}\n")
-    return _Encoded(nodes, ids, rows, opaque, keys)
+        if "ranges" in props and enc is not None:
+            try:
+                rs = tuple(ids[r] for r in u.ranges)
+            except (KeyError, Exception):  # a range outside the graph, or a node without ranges
+                rs = None
+            if rs is not None:
+                rows.setdefault("In_ranges", []).append(f"{i}\t{list_id(rs)}\n")
+    return _Encoded(nodes, ids, rows, opaque, keys, args, lists, fconsts)
 
 
 # ======================================================================== loaded programs, per thread
@@ -342,9 +499,6 @@ def _forget(path: Path) -> None:
 
 # ======================================================================== extraction
 
-_PAYLOAD_DECODERS = {"CONST": ("i64",), "DEFINE_VAR": ("String", "i64", "i64"), "RANGE": ("i64", "String")}
-
-
 def _extract(eg, egg: EggFile, enc: _Encoded, root_ids: list[int]) -> list[UOp]:
     """Cheapest term per root, by ops.yaml cost; ties go to the input graph's own nodes."""
     fz = eg.freeze()
@@ -365,32 +519,43 @@ def _extract(eg, egg: EggFile, enc: _Encoded, root_ids: list[int]) -> list[UOp]:
         return r
 
     ref = {i(r.inputs[0]): r.output for r in funcs["Ref"].rows}
+    lref = {i(r.inputs[0]): r.output for r in funcs["LRef"].rows} if "LRef" in funcs else {}
+
+    def kid_class(k: tuple):
+        return ref[k[1]] if k[0] == "n" else lref[k[1]]
+
     # the input graph's e-nodes, by their key in the e-graph
     orig: set = set()
     for nid, (ctor, dname, payload, kids) in enc.keys.items():
-        orig.add((ctor, dname, payload, tuple(ref[k] for k in kids)))
-    # e-nodes: (class, ctor, dtype name, payload, child classes, cost)
+        orig.add((ctor, dname, payload, tuple(kid_class(k) for k in kids)))
+    # e-nodes: (class, ctor, dtype key, payload, child classes, cost); SNil/SCons build source lists
     enodes: list[tuple] = []
-    for op in egg.ops:
-        f = funcs.get(op.name)
+    ctors = [(op.name, ctor_fields(op), op_cost(op)) for op in egg.ops]
+    ctors.append((FLOAT_CONST, FLOAT_CONST_FIELDS, op_cost(Ops.CONST)))
+    for name, fields, cost in ctors:
+        f = funcs.get(name)
         if f is None:
             continue
-        n_src = arity(op)
-        dec = _PAYLOAD_DECODERS.get(op.name, ())
-        cost = op_cost(op)
+        n_src = sum(1 for x in fields if x in ("Node", "Srcs"))
+        dec = fields[1 + n_src:]
         for r in f.rows:
             if r.subsumed:
                 continue
             ins = r.inputs
             kids = tuple(ins[1:1 + n_src])
             payload = tuple(i(v) if how == "i64" else s(v) for how, v in zip(dec, ins[1 + n_src:]))
-            enodes.append((r.output, op.name, s(ins[0]), payload, kids, cost))
+            enodes.append((r.output, name, s(ins[0]), payload, kids, cost))
+    for name in ("SNil", "SCons"):
+        f = funcs.get(name)
+        for r in f.rows if f is not None else ():
+            enodes.append((r.output, name, "", (), tuple(r.inputs), 0))
     f = funcs.get("Opaque")
     if f is not None:
         for r in f.rows:
             nid = i(r.inputs[0])
             kids = tuple(ref[enc.ids[c]] for c in enc.nodes[nid].src)
             enodes.append((r.output, "Opaque", "", (nid,), kids, OPAQUE_COST))
+    neutral = ("Opaque", "SNil", "SCons")
     # Knuth's algorithm: an e-node is ready when all its child classes have a final cost
     parents: dict = {}
     pending: list[int] = []
@@ -401,7 +566,7 @@ def _extract(eg, egg: EggFile, enc: _Encoded, root_ids: list[int]) -> list[UOp]:
         for k in uk:
             parents.setdefault(k, []).append(idx)
         if not uk:
-            extra = 0 if ctor == "Opaque" or (ctor, dname, payload, kids) in orig else 1
+            extra = 0 if ctor in neutral or (ctor, dname, payload, kids) in orig else 1
             heap.append(((cost, extra), idx))
     heapq.heapify(heap)
     best: dict = {}
@@ -417,14 +582,14 @@ def _extract(eg, egg: EggFile, enc: _Encoded, root_ids: list[int]) -> list[UOp]:
                 pcls, ctor, dname, payload, kids, cost = enodes[pi]
                 if pcls in best:
                     continue
-                extra = 0 if ctor == "Opaque" or (ctor, dname, payload, kids) in orig else 1
+                extra = 0 if ctor in neutral or (ctor, dname, payload, kids) in orig else 1
                 tot, ex = cost, extra
                 for k in kids:
                     bc = best[k][0]
                     tot += bc[0]
                     ex += bc[1]
                 heapq.heappush(heap, ((tot, ex), pi))
-    # decode, sharing per e-class
+    # decode, sharing per e-class; a list class decodes to a tuple of nodes
     memo: dict = {}
     out = []
     for rid in root_ids:
@@ -443,27 +608,43 @@ def _extract(eg, egg: EggFile, enc: _Encoded, root_ids: list[int]) -> list[UOp]:
             if todo:
                 stack.extend(todo)
                 continue
-            src = tuple(memo[k] for k in kids)
-            if ctor == "Opaque":
-                orig_node = enc.nodes[payload[0]]
-                memo[cls] = orig_node if src == orig_node.src else orig_node.replace(src=src)
+            if ctor == "SNil":
+                memo[cls] = ()
+            elif ctor == "SCons":
+                memo[cls] = (memo[kids[0]],) + memo[kids[1]]
             else:
-                memo[cls] = _decode(ctor, dname, payload, src)
+                src: tuple = ()
+                for k in kids:
+                    v = memo[k]
+                    src += v if type(v) is tuple else (v,)
+                if ctor == "Opaque":
+                    orig_node = enc.nodes[payload[0]]
+                    memo[cls] = orig_node if src == orig_node.src else orig_node.replace(src=src)
+                else:
+                    memo[cls] = _decode(ctor, dname, payload, src, enc)
             stack.pop()
         out.append(memo[root])
     return out
 
 
-def _decode(ctor: str, dname: str, payload: tuple, src: tuple) -> UOp:
-    dt = EGG_DTYPES.get(dname) or DTYPE_BY_NAME[dname]
+def _decode(ctor: str, dname: str, payload: tuple, src: tuple, enc: _Encoded) -> UOp:
+    dt = dtype_of_key(dname)
+    *payload, tag_ref = payload
+    tag = enc.args.value(tag_ref, enc.nodes)
+    if ctor == FLOAT_CONST:
+        same = enc.fconsts.get((dname, payload[0], tag_ref))  # NaN != NaN: give back the input's own node
+        return same if same is not None else UOp(Ops.CONST, dt, (), bits_float(payload[0]), tag)
     op = Ops[ctor]
     if op is Ops.CONST:
-        return UOp.const(dt, payload[0])
+        c = UOp.const(dt, payload[0])
+        return c if tag is None else c.rtag(tag)
     if op is Ops.DEFINE_VAR:
-        return UOp(op, dt, (), tuple(payload))
+        return UOp(op, dt, (), tuple(payload), tag)
     if op is Ops.RANGE:
-        return UOp(op, dt, src, tuple(payload))
-    return UOp(op, dt, src, None)
+        return UOp(op, dt, src, tuple(payload), tag)
+    if op in PLAIN_OPS:
+        return UOp(op, dt, src, None, tag)
+    return UOp(op, dt, src, enc.args.value(payload[0], enc.nodes), tag)
 
 
 # ======================================================================== the engine
@@ -553,7 +734,7 @@ def run_egglog(ruleset: Any, graph: UOp, *, iterations: int = 30, node_limit: in
     _check_runnable(ruleset, egg, allow_partial)
 
     S = b.PanicSpan()
-    enc = encode_graph(graph, set(egg.ops))
+    enc = encode_graph(graph, set(egg.ops), tuple(egg.props))
     if node_limit is None:
         node_limit = 20_000 + 20 * len(enc.nodes)
     timings: dict[str, float] = {"encode": time.perf_counter() - t_start}
@@ -583,7 +764,7 @@ def run_egglog(ruleset: Any, graph: UOp, *, iterations: int = 30, node_limit: in
         run_r = b.RunSchedule(b.Sequence(S, [b.Run(S, b.RunConfig("rules", None))] +
                                          ([b.Run(S, b.RunConfig("comm", None))] if commutativity else [])))
         size_cmd = b.PrintSize(S, None)
-        ctor_names = {o.name for o in egg.ops} | {"Opaque"}
+        ctor_names = {o.name for o in egg.ops} | {"Opaque", FLOAT_CONST}
 
         def acc(rep) -> None:
             for n, k in rep.num_matches_per_rule.items():
@@ -671,4 +852,5 @@ def _record_trace(ruleset: Any, per_rule: dict[str, int]) -> None:
             st.hits += n
 
 
-__all__ = ["run_egglog", "read_egg", "encodable", "encode_graph", "EGG_DTYPES", "CORE_OPS", "ENCODING_VERSION"]
+__all__ = ["run_egglog", "read_egg", "encodable", "encode_graph", "EGG_DTYPES", "CORE_OPS", "ENCODING_VERSION",
+           "dtype_key", "dtype_of_key", "ctor_fields", "variadic", "ArgTable"]
