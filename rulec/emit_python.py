@@ -30,6 +30,7 @@ V = "v_"  # capture variables; must agree with exprs.CAPTURE_PREFIX
 # Markers in emitted lines, resolved per form (a rule function returns; a block in an op function breaks out
 # of its rule's `while True:`). NUL cannot occur in emitted code: literals and comments escape it.
 FAIL = "\x00F"  # the rule does not apply
+FACT = "\x00K"  # a fact was recorded: the rule declines all the same, but the traced path counts it as fired
 RET = "\x00R\x00"  # prefix of a statement that returns the expression after it
 SWITCH_MIN = 4  # rules of one root op testing the first source's op before a switch on that op pays
 SWITCH_WIDE = 4  # a rule accepting more first-source ops than this is tried in every case
@@ -159,6 +160,7 @@ def _resolve(lines: list[str], rid: int | None) -> list[str]:
     out = []
     for ln in lines:
         ln = ln.replace(FAIL, "return None" if rid is None else "break")
+        ln = ln.replace(FACT, "return FACT_RECORDED" if rid is None else "break")
         i = ln.find(RET)
         if i < 0:
             out.append(ln)
@@ -245,6 +247,8 @@ class PythonEmitter:
                 if used:
                     head.append(f"from {module} import {table_name} as _HELPERS{i}")
                     head += [f"{HELPER_PREFIX}{h} = _HELPERS{i}[{py_str(h)}]" for h in used]
+        if any(r.fact is not None for r in self.rules):
+            head.append("from rulec.runtime.engine.genlib import FACT_RECORDED")
         if self.callbacks:
             head.append("from rulec.runtime.engine.genlib import callback as _callback")
         if any(params is not None for _, _, params in self.callbacks):
@@ -385,7 +389,7 @@ class PythonEmitter:
         else:
             fn.lines.append(f"for _k in {self.expr(spec.keys)}:")
             fn.lines.append(f"    ctx[_k] = {value}")
-        fn.lines.append(FAIL)
+        fn.lines.append(FACT)
 
     def result(self, t: Any, fn: _Fn) -> None:
         """The statements that build and return the result; an (if c a b) becomes an if statement."""

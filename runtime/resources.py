@@ -13,7 +13,18 @@ from typing import Any
 
 @cache
 def rules_dir() -> Path:
-    """The `rules/` folder, installed as the data-only package `rulec.rules`."""
+    """The `rules/` folder, installed as the data-only package `rulec.rules`.
+
+    The environment variable RULEC_RULES_DIR, when set, names another folder of the same shape to use
+    instead (`rulec diff` runs each revision of the rules this way). It is read once per process; its
+    builds go to the user cache under a key of its absolute path (`default_build_dir`), never into it.
+    """
+    env = os.environ.get("RULEC_RULES_DIR")
+    if env:
+        folder = Path(env).resolve()
+        if not (folder / "ops.yaml").is_file():
+            raise RuntimeError(f"RULEC_RULES_DIR={env}: not a rules folder (no ops.yaml)")
+        return folder
     spec = importlib.util.find_spec("rulec.rules")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("rulec is not installed correctly: the rulec.rules data package is missing")

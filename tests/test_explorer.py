@@ -148,8 +148,9 @@ def test_search_finds_a_rule_and_links_to_its_step(browser, pages):
     side = browser.find_element(By.ID, "side").text
     assert "rangeify_mops/index-through-pad" in side and "rules/schedule/rangeify_mops.yaml:" in side
     assert "q=index-through-pad" in browser.current_url
+    rule = next(r for r in _data(pages / "padded.html")["trace"]["rules"] if r["name"] == "index-through-pad")
     box.clear()
-    box.send_keys("rules/schedule/rangeify_mops.yaml:26")  # by file:line
+    box.send_keys(f"{rule['file']}:{rule['line']}")  # by file:line
     assert _wait(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#results .result"))
 
 

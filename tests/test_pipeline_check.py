@@ -252,12 +252,12 @@ SYMBOLIC_STAGE = "  - name: symbolic\n    rules: [index_symbolic, reduce_collaps
 
 def test_egglog_on_a_set_without_an_egglog_program(tmp_path, monkeypatch):
     path, bad = edited(tmp_path, monkeypatch, PIPELINE, SYMBOLIC_STAGE,
-                       "  - name: symbolic\n    rules: [rangeify_mops]\n    engine: egglog\n", "pipeline.yaml")
+                       "  - name: symbolic\n    rules: [upcast]\n    engine: egglog\n", "pipeline.yaml")
     d = the_error(path)
     line = bad.split("\n")[d.loc.line - 1]
-    assert line == "    rules: [rangeify_mops]" and d.loc.col == line.index("rangeify_mops") + 1
-    assert d.message.startswith("rule set 'rangeify_mops' has no egglog program: none of its rules compiles to "
-                                "egglog (index-through-shrink: "), d.message
+    assert line == "    rules: [upcast]" and d.loc.col == line.index("upcast") + 1
+    assert d.message.startswith("rule set 'upcast' has no egglog program: none of its rules compiles to "
+                                "egglog (upcast-innermost-loop: "), d.message
 
 
 HALF = """\

@@ -129,6 +129,23 @@ def test_stats_counts_hits_and_fails_on_dead_rules(capsys):
     assert (ROOT / file).exists() and int(line) > 0
 
 
+def test_stats_allow_list_keeps_itself_true(tmp_path, capsys):
+    allow = tmp_path / "dead.txt"
+    assert main(["stats", "-q", TINY, "--fail-on-dead"]) == 1
+    dead = [ln.split("error: rule ")[1].split()[0] for ln in capsys.readouterr().err.splitlines() if "error: rule " in ln]
+    allow.write_text("# expected\n" + "".join(f"{r}  # not reached by tiny.py\n" for r in dead))
+    assert main(["stats", "-q", TINY, "--fail-on-dead", "--allow-dead", str(allow)]) == 0
+    # a listed rule that fires, and a name that is no rule, are errors
+    allow.write_text(allow.read_text() + "rangeify/index-through-elementwise  # wrong\nno/such-rule  # typo\n")
+    assert main(["stats", "-q", TINY, "--fail-on-dead", "--allow-dead", str(allow)]) == 1
+    err = capsys.readouterr().err
+    assert "rangeify/index-through-elementwise is listed as dead but fired" in err
+    assert "no/such-rule is not a rule of the pipelines" in err
+    allow.write_text("rangeify/index-through-elementwise\n")  # no reason
+    assert main(["stats", "-q", TINY, "--fail-on-dead", "--allow-dead", str(allow)]) == 2
+    assert "expected `RULESET/NAME  # reason`" in capsys.readouterr().err
+
+
 def test_the_readme_main_job_runs_and_passes_its_check(capsys):
     import shlex
 
@@ -206,7 +223,7 @@ def test_explain_says_when_an_earlier_rule_fired_first(padded_trace, capsys):
     rules = padded_trace["rules"]
     step = next(st for s in padded_trace["stages"] for st in s["steps"] if rules[st["rule"]]["name"] == "index-of-const")
     out = _explain(capsys, "unprocessed-index", "--at", step["before"], PADDED)[1]
-    assert "a rule earlier in the set fired first: rangeify/index-of-const" in out
+    assert "a rule earlier in the set fired first: rangeify_mops/index-of-const" in out
 
 
 def test_explain_says_when_the_node_did_not_exist(padded_trace, capsys):

@@ -87,7 +87,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             for rec in trace.stages:
                 row = stages.setdefault((rec.pipeline, rec.name), [0, 0, 0.0])
                 row[0] += 1
-                row[1] += rec.hits
+                row[1] += rec.hits + rec.facts
                 row[2] += rec.seconds
     finally:
         realize.WATCHERS.remove(watcher)
@@ -108,13 +108,57 @@ def cmd_stats(args: argparse.Namespace) -> int:
                                f"{st.seconds * 1e3:.2f}")
         console.print(rule_table)
     dead = sorted((info for info, st in totals.items() if st.hits == 0), key=lambda i: (i.file, i.line))
-    if args.fail_on_dead and dead:
-        for info in dead:  # one line each, file:line first, as compilers print errors
-            print(f"{info.file}:{info.line}: error: rule {info.ruleset}/{info.name} fired on none of the "
-                  f"{n} program(s)", file=sys.stderr)
-        print(f"rulec: {len(dead)} dead rule(s)", file=sys.stderr)
+    if not args.fail_on_dead:
+        return 0
+    try:
+        allowed = read_allowed(args.allow_dead) if args.allow_dead else {}
+    except AllowListError as e:
+        print(f"rulec: error: {e}", file=sys.stderr)
+        return 2
+    ids = {f"{i.ruleset}/{i.name}": i for i in totals}
+    problems = 0
+    for rule, (line, _) in sorted(allowed.items(), key=lambda kv: kv[1][0]):
+        info = ids.get(rule)
+        if info is None:
+            print(f"{args.allow_dead}:{line}: error: {rule} is not a rule of the pipelines", file=sys.stderr)
+            problems += 1
+        elif totals[info].hits:
+            print(f"{args.allow_dead}:{line}: error: {rule} is listed as dead but fired on {programs[info]} of the "
+                  f"{n} program(s): remove it from the list", file=sys.stderr)
+            problems += 1
+    unexpected = [info for info in dead if f"{info.ruleset}/{info.name}" not in allowed]
+    for info in unexpected:  # one line each, file:line first, as compilers print errors
+        print(f"{info.file}:{info.line}: error: rule {info.ruleset}/{info.name} fired on none of the "
+              f"{n} program(s)", file=sys.stderr)
+    if unexpected or problems:
+        listed = f" ({len(dead) - len(unexpected)} more listed in {args.allow_dead})" if args.allow_dead else ""
+        print(f"rulec: {len(unexpected)} dead rule(s){listed}", file=sys.stderr)
         return 1
     return 0
+
+
+class AllowListError(ValueError):
+    """An --allow-dead file that cannot be read, or a line without a rule and a reason."""
+
+
+def read_allowed(path: str) -> dict[str, tuple[int, str]]:
+    """`RULESET/NAME  # why it fires on no program` per line (blank lines and lines starting with # are
+    skipped): the rules expected to be dead, each with its reason."""
+    try:
+        text = open(path, encoding="utf-8").read()
+    except OSError as e:
+        raise AllowListError(f"--allow-dead {path}: {e.strerror}") from None
+    out: dict[str, tuple[int, str]] = {}
+    for k, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        rule, _, why = line.partition("#")
+        rule, why = rule.strip(), why.strip()
+        if "/" not in rule or " " in rule or not why:
+            raise AllowListError(f"{path}:{k}: expected `RULESET/NAME  # reason`, got {raw.strip()!r}")
+        out[rule] = (k, why)
+    return out
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -124,6 +168,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     s.add_argument("programs", nargs="+", metavar="PROG", help="scripts to run")
     s.add_argument("--fail-on-dead", action="store_true",
                    help="exit 1 and name each rule (file:line) that fired on no program")
+    s.add_argument("--allow-dead", metavar="FILE",
+                   help="with --fail-on-dead: rules expected to fire on no program, one `RULESET/NAME  # reason` "
+                        "per line; a listed rule that fires is an error too (the list stays true)")
     s.add_argument("-q", "--quiet", action="store_true", help="no tables (errors only)")
     s.set_defaults(func=cmd_stats)
     return s

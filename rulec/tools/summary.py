@@ -54,7 +54,7 @@ def stage_table(trace: Trace) -> Table:
     for rec in trace.stages:
         row = rows.setdefault((rec.pipeline, rec.name), [rec.kind, 0, 0, 0.0])
         row[1] += 1
-        row[2] += rec.hits
+        row[2] += rec.hits + rec.facts
         row[3] += rec.seconds
     t = Table(title="stages", title_justify="left")
     for col, just in (("pipeline", "left"), ("stage", "left"), ("engine", "left"), ("runs", "right"),

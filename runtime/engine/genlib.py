@@ -8,6 +8,17 @@ from rulec.runtime.ir.dtype import DType, PtrDType, python_value
 from rulec.runtime.ir.uop import UOp
 
 
+class _FactRecorded:
+    """What a fact rule's own function returns after recording its fact: the rule declines (the node is not
+    rewritten, later rules run) and the traced engine counts it as fired. The fast path never sees it."""
+
+    def __repr__(self) -> str:
+        return "FACT_RECORDED"
+
+
+FACT_RECORDED = _FactRecorded()
+
+
 def as_node(value: Any, dtype: DType) -> UOp:
     """A rule result: a UOp as is, any other value as a CONST of `dtype` (integers must fit 64 bits)."""
     return value if isinstance(value, UOp) else UOp.const(dtype, const_arg(dtype, check_result(value)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Protocol
 
+from rulec.runtime.engine.genlib import FACT_RECORDED
 from rulec.runtime.engine.matcher import Matcher, RuleFailed, RuleInfo, rule_error
 from rulec.runtime.engine.trace import active_trace
 from rulec.runtime.ir.uop import UOp
@@ -108,6 +109,10 @@ class _Rewriter:
             finally:
                 dt = time.perf_counter() - t0
                 st.seconds += dt
+            if r is FACT_RECORDED:  # a fact rule recorded its fact and declines: counted, and the next rule runs
+                st.hits += 1
+                trace.fact(rules[rid])
+                continue
             if r is not None and r is not n:
                 st.hits += 1
                 trace.record(self.name, rules[rid], n, r, dt)

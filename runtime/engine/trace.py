@@ -58,7 +58,8 @@ class StageRecord:
     input: Any
     output: Any = None
     seconds: float = 0.0
-    hits: int = 0
+    hits: int = 0  # rewrites
+    facts: int = 0  # facts recorded by fact rules (no rewrite, no step)
     first_event: int = 0  # events[first_event:last_event] are its steps (when events are kept)
     last_event: int = 0
     matcher: Any = None  # the composed Matcher the stage ran (rules in order), for tools such as explain
@@ -109,6 +110,11 @@ class Trace:
                                           current))
         if self.echo:
             print(TraceEvent(stage, rule, before, after), file=sys.stderr)
+
+    def fact(self, rule: RuleInfo) -> None:
+        """A fact rule recorded its fact (no rewrite, so no step): it counts as a hit of the current stage."""
+        if self._open:
+            self.stages[self._open[-1]].facts += 1
 
     def _remember(self, root: Any) -> list:
         """The nodes under `root` not seen before (marking them seen); stops at seen ones, so a whole trace

@@ -6,7 +6,7 @@ and the explorer write, and that every trace tool reads.
      "rules":   [{"id": "symbolic/add-zero", "ruleset", "name", "file", "line", "col", "kind",
                   "tries", "hits", "seconds"}, ...],
      "stages":  [{"pipeline": "schedule/pipeline.yaml", "name", "kind": "rules"|"egglog"|"call",
-                  "loc", "rules": [...], "input": ID, "output": ID, "seconds", "hits",
+                  "loc", "rules": [...], "input": ID, "output": ID, "seconds", "hits", "facts",
                   "steps": [STEP, ...]}, ...],
      "steps":   [STEP, ...],                       # rewrites made outside any pipeline stage
      "kernels": [{"name", "device", "ast": ID, "compile_seconds", "runs", "run_seconds"}, ...],
@@ -69,7 +69,7 @@ def to_json(trace: Any, program: str = "") -> dict[str, Any]:
     for index, rec in enumerate(trace.stages):
         stages.append({"pipeline": rec.pipeline, "name": rec.name, "kind": rec.kind, "loc": rec.loc,
                        "rules": list(rec.rules), "input": name(rec.input), "output": name(rec.output),
-                       "seconds": rec.seconds, "hits": rec.hits,
+                       "seconds": rec.seconds, "hits": rec.hits, "facts": rec.facts,
                        "steps": [step(ev) for ev in trace.events if ev.stage_index == index]})
     loose = [step(ev) for ev in trace.events if ev.stage_index < 0]
     kernels = [{"name": k.name, "device": k.device, "ast": name(k.ast), "compile_seconds": k.compile_seconds,

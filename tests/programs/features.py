@@ -1,0 +1,77 @@
+"""Tensor programs that reach the scheduler's and the lowering's less common rules: assigns, copies between
+devices, empty tensors, symbolic shapes, closed-form sums of aranges, padding read through ALU ops and
+comparisons, products. Each result is checked against numpy. A corpus for `rulec stats --fail-on-dead`."""
+import numpy as np
+
+from rulec import Tensor
+from rulec.runtime.ir.uop import UOp
+
+rng = np.random.default_rng(0)
+A = rng.standard_normal((4, 6)).astype(np.float32)
+checked = 0
+
+
+def same(t, want, rtol=1e-4):
+    global checked
+    np.testing.assert_allclose(t.numpy(), want, rtol=rtol, atol=1e-5)
+    checked += 1
+
+
+def realized(a):
+    return Tensor(a).realize()
+
+
+# assigns: plain, reading the target at another index, two that read each other (lazily: q gets p's new value)
+a = realized(A.copy())
+a.assign(a + 1).realize()
+same(a, A + 1)
+a = realized(A.copy())
+a.assign(a.flip(1) * 2).realize()
+same(a, A[:, ::-1] * 2)
+p, q = realized(A.copy()), realized(-A)
+p.assign(q)
+q.assign(p)
+Tensor.realize(p, q)
+same(p, -A)
+same(q, -A)
+v = realized(A.copy())
+same((v + 1).assign(v * 3), A * 3)  # assigning to a computed tensor is just its value
+
+# copies between devices: whole, reshaped, shrunk, of a constant
+x = realized(A)
+same(x.to("PYTHON"), A)
+same(x.reshape(6, 4).to("PYTHON") * 2, A.reshape(6, 4) * 2)
+same(x[1:3].to("PYTHON"), A[1:3])
+same(Tensor.full((3, 2), 7.0).to("PYTHON") + 1, np.full((3, 2), 8.0))
+same(Tensor(3.0).to("PYTHON") * 2, np.float32(6.0))
+
+# empty tensors
+same(Tensor.zeros(0, 4).sum(0), np.zeros(4))
+same(Tensor.zeros(0, 3).pad(((1, 1), (0, 0))) + 1, np.ones((2, 3)))
+
+# symbolic shapes: a variable bound to a value
+n = UOp.variable("n", 1, 4).bind(3)
+same(x.shrink(((0, n), None)).sum(0), A[:3].sum(0))
+
+# sums of aranges in closed form, and products
+r = Tensor.arange(12)
+same(r.sum(), np.arange(12).sum())
+same((r - 3).sum(), (np.arange(12) - 3).sum())
+same((-r).sum(), -np.arange(12).sum())
+same((r * 3).sum(), (np.arange(12) * 3).sum())
+same(Tensor.arange(20).reshape(4, 5).sum(1), np.arange(20).reshape(4, 5).sum(1))
+same(Tensor.arange(20).reshape(4, 5).sum(), np.arange(20).sum())
+same(Tensor.arange(6).pad(((2, 2),)) * 2, np.pad(np.arange(6), (2, 2)) * 2)
+same(x.prod(1), A.prod(1), rtol=1e-3)
+same(Tensor([1, 2, 3]).cast("float32") * 2, np.array([2.0, 4.0, 6.0]))
+
+# padding read through unary ops, on both sides of comparisons, and pads that read nothing
+xp = x.pad(((1, 1), (2, 0)))
+Ap = np.pad(A, ((1, 1), (2, 0)))
+same(xp.exp(), np.exp(Ap), rtol=1e-3)
+same((xp < 0.5).where(1.0, 0.0), (Ap < 0.5).astype(np.float32))
+same((0.5 < xp).where(1.0, 0.0), (0.5 < Ap).astype(np.float32))
+same(x.pad(((0, 0), (0, 6)))[:, 6:] + 1, np.ones((4, 6)))
+same((xp * 2).max(1), (Ap * 2).max(1))
+same(x.contiguous().contiguous() + Tensor.full((4, 6), 2.0).contiguous(), A + 2)
+print(f"{checked} feature programs equal numpy")
