@@ -321,3 +321,18 @@ def test_cpu_reduce_kernels_upcast_their_innermost_output_loop():
     assert f"< {16 // UPCAST}; " in src
     assert "acc1" not in item.render("opencl")  # GPU targets use thread ids instead
     np.testing.assert_allclose((T(a) @ T(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_copies_of_realized_buffers_views_and_constants():
+    """.to() of a realized buffer is one copy (it used to lose its output: the copy's tag was dropped when
+    the reshape moved after it), of a view of one its copy, and of a constant a constant (it used to leave
+    INDEX(CONST) in a kernel)."""
+    x = Tensor(np.arange(6, dtype=np.float32)).realize()
+    y = x.to("PYTHON")
+    assert len(Tensor.schedule(y)) == 1
+    np.testing.assert_array_equal(y.numpy(), np.arange(6))
+    np.testing.assert_array_equal(x.reshape(3, 2).to("PYTHON").numpy(), np.arange(6).reshape(3, 2))
+    np.testing.assert_array_equal(x[1:3].to("PYTHON").numpy(), [1, 2])
+    np.testing.assert_array_equal((x.reshape(2, 3).to("PYTHON") * 2).numpy(), np.arange(6).reshape(2, 3) * 2)
+    assert (Tensor(3.0).to("PYTHON") * 2).numpy() == 6.0
+    np.testing.assert_array_equal((Tensor.full((2, 2), 3.0).to("PYTHON") + 1).numpy(), np.full((2, 2), 4.0))
