@@ -202,11 +202,11 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--python", action="store_true", help="only the generated Python")
     s.add_argument("--egglog", action="store_true", help="only the generated egglog")
     s.set_defaults(func=cmd_show)
-    from .tools import diff, explain, run, stats, trace_cmd, viz_cmd, why
+    from .tools import diff, explain, reduce, run, stats, trace_cmd, viz_cmd, why
 
     tools = {"run": run.add_parser(sub), "trace": trace_cmd.add_parser(sub), "stats": stats.add_parser(sub),
              "explain": explain.add_parser(sub), "why": why.add_parser(sub), "viz": viz_cmd.add_parser(sub),
-             "diff": diff.add_parser(sub)}
+             "diff": diff.add_parser(sub), "reduce": reduce.add_parser(sub)}
     p.set_defaults(commands={"build": b, "check": c, "show": s, **tools})
     return p
 

@@ -255,3 +255,19 @@ def test_why_gives_the_chain_of_rules_that_made_a_kernel(padded_trace):
         assert rule in rules and (ROOT / loc.split(":")[0]).exists()
     assert "rangeify/" in done.stdout and "bufferize_to_store/" in done.stdout
     assert _rulec("why", "nffffffff", PADDED).returncode == 2
+
+
+def test_trace_and_why_read_trace_files(padded_trace, tmp_path):
+    """RULEC_TRACE=FILE.json, `trace --json` and the tools share one format: a trace file prints exactly as a
+    run does, and `why` answers from it."""
+    path = tmp_path / "padded.json"
+    path.write_text(json.dumps(padded_trace))
+    from_run = _rulec("trace", PADDED, "--stage", "rangeify")
+    from_file = _rulec("trace", str(path), "--stage", "rangeify")
+    assert from_file.returncode == 0 and from_file.stdout == from_run.stdout and from_file.stdout
+    kernel = padded_trace["kernels"][0]["ast"]
+    assert _rulec("why", kernel, str(path)).stdout == _rulec("why", kernel, PADDED).stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something-else"}')
+    done = _rulec("trace", str(bad))
+    assert done.returncode == 2 and "not a rulec trace" in done.stderr
