@@ -14,7 +14,8 @@ import pytest
 from rulec import Tensor
 from rulec.runtime.engine.node_ids import NodeIds
 from rulec.runtime.engine.trace import tracing
-from rulec.runtime.engine.trace_json import TRACE_FORMAT, TRACE_VERSION, TraceFormatError, load_trace, to_json, write_trace
+from rulec.runtime.engine.trace_json import (TRACE_FORMAT, TRACE_VERSION, TraceFormatError, load_trace, reachable,
+                                              to_json, write_trace)
 from rulec.runtime.ir.dtype import dtypes
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.uop import UOp
@@ -58,13 +59,7 @@ def test_the_document_is_versioned_and_complete(traced):
 
 
 def _reachable(nodes, root):
-    out, stack = set(), [root]
-    while stack:
-        n = stack.pop()
-        if n not in out:
-            out.add(n)
-            stack.extend(nodes[n]["src"])
-    return out
+    return reachable(nodes, root)
 
 
 def test_each_step_names_its_rule_and_where_it_is_written(traced):

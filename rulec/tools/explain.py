@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rulec.runtime.engine.node_ids import NodeIds
-from rulec.tools.program import ProgramNotFound, run_traced
+from rulec.tools.program import ProgramNotFound, add_program_arguments, run_traced
 from rulec.tools.show_node import show
 
 MIN_PREFIX = 4
@@ -201,7 +201,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     e.add_argument("rule", metavar="RULE", help="rule name, or RULESET/NAME")
     e.add_argument("--at", required=True, metavar="NODE", help="structural node id (from `rulec trace`), a unique "
                                                                "prefix of one, or an op name (when one node has it)")
-    e.add_argument("file", metavar="PROG", help="the script to run")
-    e.add_argument("args", nargs="*", metavar="ARGS", help="arguments for the script (after `--` when they start with -)")
+    add_program_arguments(e)
     e.set_defaults(func=cmd_explain)
     return e

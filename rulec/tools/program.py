@@ -6,6 +6,7 @@ arguments. If it raises, the traceback is printed as Python prints it, from the 
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import runpy
@@ -14,6 +15,14 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+
+def add_program_arguments(parser: argparse.ArgumentParser, metavar: str = "PROG", traces: bool = False) -> None:
+    """The script to run and its own arguments, as every tool takes them (`traces`: a trace file too)."""
+    what = "the script to run, or a trace file (.json) to read" if traces else "the script to run"
+    parser.add_argument("file", metavar=metavar, help=what)
+    parser.add_argument("args", nargs="*", metavar="ARGS",
+                        help="arguments for the script (after `--` when they start with -)")
 
 
 class ProgramNotFound(Exception):

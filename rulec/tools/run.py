@@ -13,6 +13,8 @@ import time
 from typing import Any
 
 
+from rulec.tools.program import add_program_arguments
+
 RUN_DEVICES = ("CPU", "CL", "PYTHON")
 
 
@@ -96,8 +98,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="compare every realized output with a float64 numpy evaluation; exit 1 on a mismatch")
     r.add_argument("--emit", metavar="DIR", help="write every kernel in C, OpenCL, CUDA and Metal into DIR")
     r.add_argument("-q", "--quiet", action="store_true", help="no summary tables (errors only)")
-    r.add_argument("file", metavar="FILE.py", help="the script to run")
-    r.add_argument("args", nargs="*", metavar="ARGS",
-                   help="arguments for the script (after `--` when they start with -)")
+    add_program_arguments(r, "FILE.py")
     r.set_defaults(func=cmd_run)
     return r

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from rulec.runtime.engine.trace_json import TraceFormatError, load_trace, to_json
-from rulec.tools.program import ProgramNotFound, run_traced
+from rulec.tools.program import ProgramNotFound, add_program_arguments, run_traced
 from rulec.tools.show_node import show_json
 
 
@@ -86,7 +86,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true", help="write the whole trace as JSON (the trace format)")
     t.add_argument("-o", "--output", metavar="FILE", help="with --json: write to FILE instead of stdout")
     t.add_argument("--depth", type=int, default=1, metavar="N", help="levels of sources shown per node (default 1)")
-    t.add_argument("file", metavar="PROG", help="the script to run, or a trace file (.json) to read")
-    t.add_argument("args", nargs="*", metavar="ARGS", help="arguments for the script (after `--` when they start with -)")
+    add_program_arguments(t, traces=True)
     t.set_defaults(func=cmd_trace)
     return t

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rulec.tools.program import ProgramNotFound, run_traced
+from rulec.tools.program import ProgramNotFound, add_program_arguments, run_traced
 
 
 def cmd_viz(args: argparse.Namespace) -> int:
@@ -40,7 +40,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     v.add_argument("-o", "--output", required=True, metavar="OUT.html", help="the page to write")
     v.add_argument("--max-nodes", type=int, default=MAX_NODES, metavar="N",
                    help=f"nodes drawn at once (default {MAX_NODES}); larger graphs show the part around the focus")
-    v.add_argument("file", metavar="PROG", help="the script to run")
-    v.add_argument("args", nargs="*", metavar="ARGS", help="arguments for the script (after `--` when they start with -)")
+    add_program_arguments(v)
     v.set_defaults(func=cmd_viz)
     return v

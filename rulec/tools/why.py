@@ -11,6 +11,8 @@ import argparse
 import sys
 from typing import Any
 
+from rulec.tools.program import add_program_arguments
+from rulec.runtime.engine.trace_json import reachable
 from rulec.tools.show_node import show_json
 from rulec.tools.trace_cmd import traced_data
 
@@ -66,7 +68,7 @@ def cmd_why(args: argparse.Namespace) -> int:
     print(f"node {node}  {show_json(nodes, node, 1)}")
     if not chain:
         first = data["stages"][0]["input"] if data["stages"] else None
-        if first is not None and node in _reachable(nodes, first):
+        if first is not None and node in reachable(nodes, first):
             print("it is part of the program's tensor graph: no rule made it")
         else:
             print("no rule made it: it was made by a Python step (a `call:` stage) or an egglog stage, which "
@@ -84,22 +86,11 @@ def cmd_why(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reachable(nodes: dict[str, Any], root: str) -> set[str]:
-    out, stack = set(), [root]
-    while stack:
-        n = stack.pop()
-        if n not in out:
-            out.add(n)
-            stack.extend(nodes[n]["src"])
-    return out
-
-
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     w = sub.add_parser("why", help="the chain of rules that produced a node",
                        description="Run PROG with tracing on and print the rewrites that produced NODE from the "
                                    "program's tensor graph, oldest first.")
     w.add_argument("node", metavar="NODE", help="structural node id (from `rulec trace`), or a unique prefix")
-    w.add_argument("file", metavar="PROG", help="the script to run, or a trace file (.json) to read")
-    w.add_argument("args", nargs="*", metavar="ARGS", help="arguments for the script (after `--` when they start with -)")
+    add_program_arguments(w, traces=True)
     w.set_defaults(func=cmd_why)
     return w

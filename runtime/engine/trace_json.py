@@ -93,6 +93,18 @@ def _add_nodes(root: Any, ids: NodeIds, nodes: dict[str, dict[str, Any]]) -> Non
         stack.extend(n.src)
 
 
+def reachable(nodes: dict[str, dict[str, Any]], *roots: str) -> set[str]:
+    """The ids of a trace's node table reachable from `roots` (their sources, transitively)."""
+    out: set[str] = set()
+    stack = [r for r in roots if r is not None]
+    while stack:
+        n = stack.pop()
+        if n not in out:
+            out.add(n)
+            stack.extend(nodes[n]["src"])
+    return out
+
+
 def write_trace(trace: Any, path: str | Path, program: str = "") -> None:
     Path(path).write_text(json.dumps(to_json(trace, program), separators=(",", ":")))
 

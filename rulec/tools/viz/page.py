@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rulec.runtime.engine.trace_json import to_json
+from rulec.runtime.engine.trace_json import reachable, to_json
 
 MAX_NODES = 1500  # nodes drawn at once; a larger graph shows "showing N of M nodes" around the focus
 WHYNOT_BUDGET = 3000  # (node, rule) answers computed ahead for the why-not panel
@@ -115,17 +115,7 @@ def _kernel_source(ast: Any) -> str:
 def _step_kernels(data: dict[str, Any]) -> dict[str, int]:
     """Steps whose result is part of a kernel's AST, linked to the first such kernel."""
     nodes = data["nodes"]
-
-    def reach(root: str) -> set[str]:
-        out, stack = set(), [root]
-        while stack:
-            n = stack.pop()
-            if n not in out:
-                out.add(n)
-                stack.extend(nodes[n]["src"])
-        return out
-
-    kernel_sets = [reach(k["ast"]) for k in data["kernels"]]
+    kernel_sets = [reachable(nodes, k["ast"]) for k in data["kernels"]]
     links: dict[str, int] = {}
     for si, st in enumerate(data["stages"]):
         for sj, step in enumerate(st["steps"]):
