@@ -271,3 +271,13 @@ def test_trace_and_why_read_trace_files(padded_trace, tmp_path):
     bad.write_text('{"format": "something-else"}')
     done = _rulec("trace", str(bad))
     assert done.returncode == 2 and "not a rulec trace" in done.stderr
+
+
+def test_run_on_opencl(capsys):
+    from test_codegen import NO_CL
+
+    if NO_CL is not None:
+        pytest.skip(NO_CL)
+    assert main(["run", TINY, "--device", "CL", "--check"]) == 0
+    err = capsys.readouterr().err
+    assert " CL " in err and "MISMATCH" not in err and "tiny.py:10" in err
