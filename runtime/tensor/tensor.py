@@ -42,7 +42,9 @@ import numpy as np
 from rulec.runtime import buffers
 from rulec.runtime.tensor import tensor_args
 from rulec.runtime.device import Device
+from rulec.runtime.tensor.autograd import Autograd
 from rulec.runtime.tensor.live import all_tensors, graph_devices, is_virtual
+from rulec.runtime.tensor.tensor_more import MoreOps
 from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.engine.helpers import identity_element
 from rulec.runtime.ir.ops import Ops
@@ -171,7 +173,7 @@ def _realize_module() -> Any:
 # ---------------------------------------------------------------------------------------- Tensor
 
 
-class Tensor:
+class Tensor(MoreOps, Autograd):
     """A lazy tensor: `self.uop` is the tensor-level graph that computes it."""
 
     __slots__ = ("uop", "__weakref__")
