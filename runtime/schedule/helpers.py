@@ -423,6 +423,11 @@ def reads_target_elsewhere(target: UOp, value: UOp) -> bool:
     return False
 
 
+def same_but_tags(a: UOp, b: UOp) -> bool:
+    """Whether `a` and `b` are the same node but for their tags (the tensors numbered onto them)."""
+    return a.replace(tag=None) is b.replace(tag=None)
+
+
 def _storage(u: UOp) -> UOp:
     """The version of a buffer a view reads: the BUFFER below its movement ops, or a pending ASSIGN."""
     while u.op in GroupOp.Movement:
@@ -488,6 +493,7 @@ SCHEDULE_HELPERS = {
     "axes_to_end": axes_to_end, "independent_of": independent_of, "affine_in": affine_in,
     "sum_commutes_with_cast": sum_commutes_with_cast, "used_or_longer_ranges": used_or_longer_ranges,
     "reads_target_elsewhere": reads_target_elsewhere, "buffer_under": buffer_under,
+    "same_but_tags": same_but_tags,
     "reshape_indices": reshape_indices, "pad_indices": pad_indices, "pad_valid": pad_valid,
     "expand_indices": expand_indices, "expand_end": expand_end, "unindexed": unindexed,
 }

@@ -294,7 +294,18 @@ def create_schedule(sink: UOp, pipeline: Pipeline | None = None) -> tuple[list[S
     originals: list[UOp] = contexts.get("uop_list", [])
     becomes: dict[UOp, UOp] = {}
     for s in out.src:
+        value = _untagged(s)
         for t in s.tag or ():
             if t is not None:
-                becomes[originals[t]] = s.replace(tag=None)
+                becomes[originals[t]] = value
     return items, becomes
+
+
+def _untagged(u: UOp) -> UOp:
+    """`u` with no tag anywhere: what a tensor becomes must not carry this schedule's numbering into the next
+    (an output that is a view of a buffer keeps the tags of the views below it)."""
+    memo: dict[UOp, UOp] = {}
+    for x in u.toposort():  # sources first
+        srcs = tuple(memo[s] for s in x.src)
+        memo[x] = x if x.tag is None and srcs == x.src else x.replace(src=srcs, tag=None)
+    return memo[u]
