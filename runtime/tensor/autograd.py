@@ -1,9 +1,157 @@
 """Automatic differentiation (issue 11 §1): `backward()`, `gradient()`, `.grad`, `requires_grad`.
 
-`Autograd` is a base class of `Tensor` (runtime/tensor/tensor.py).
+`Autograd` is a base class of `Tensor` (runtime/tensor/tensor.py). The derivative of each op is a rule
+of `rules/gradient.yaml`; this module is the stateful part (docs/autograd.md):
+
+1. the nodes on a path from the root to a target, in reverse topological order (a DETACH cuts the path);
+2. for each edge (node f, its source i) on such a path, a carrier `GRADIENT(f, grad(f), arg=i)` with the
+   source's dtype, where grad(f) is the sum (ADD) of the carriers of f's consumers;
+3. one sources-first rewrite of every target's gradient with the `gradient` rule set, which turns each
+   carrier into an expression of the forward graph, and drops the NOOPs ("no gradient") from the sums.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from rulec.runtime.engine.artifacts import shipped_ruleset
+from rulec.runtime.engine.rewrite import graph_rewrite
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
+from rulec.runtime.tensor.live import all_tensors
+
+if TYPE_CHECKING:
+    from rulec.runtime.tensor.tensor import Tensor
+
+
+class GradientError(RuntimeError):
+    """A gradient that cannot be taken: a non-scalar root without a gradient, a non-float tensor, an op
+    that has no rule in rules/gradient.yaml."""
+
+
+def _target_path(root: UOp, targets: set[UOp]) -> list[UOp]:
+    """The nodes of `root`'s graph that have a target at or below them through no DETACH, in topological
+    order (sources first)."""
+    on_path: dict[UOp, bool] = {}
+    for u in root.toposort():
+        on_path[u] = u.op is not Ops.DETACH and (u in targets or any(on_path[s] for s in u.src))
+    return [u for u, yes in on_path.items() if yes]
+
+
+def _carriers(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+    """Each node on a target path -> its gradient as a sum of GRADIENT carriers (not yet rewritten)."""
+    path = _target_path(root, targets)
+    on_path = set(path)
+    grads: dict[UOp, UOp] = {root: root_grad} if root in on_path else {}
+    for f in reversed(path):
+        up = grads.get(f)
+        if up is None:
+            continue
+        for i, s in enumerate(f.src):
+            if s not in on_path:
+                continue
+            g = UOp(Ops.GRADIENT, s.dtype, (f, up), i)
+            grads[s] = g if s not in grads else UOp(Ops.ADD, s.dtype, (grads[s], g))
+    return grads
+
+
+def compute_gradients(root: UOp, root_grad: UOp, targets: list[UOp]) -> list[UOp | None]:
+    """d root / d target for each target, given the gradient of `root`; None where it does not depend on
+    the target (or only through ops without a gradient)."""
+    grads = _carriers(root, root_grad, set(targets))
+    wanted = [grads[t] for t in targets if t in grads]
+    if not wanted:
+        return [None] * len(targets)
+    done = graph_rewrite(UOp.sink(*wanted), shipped_ruleset("gradient"), name="gradient")
+    result = dict(zip([t for t in targets if t in grads], done.src))
+    left = next((u for u in done.toposort() if u.op is Ops.GRADIENT), None)
+    if left is not None:
+        op = left.src[0].op.name
+        raise GradientError(f"no gradient rule for {op} (source {left.arg}) in rules/gradient.yaml")
+    return [None if (g := result.get(t)) is None or g.op is Ops.NOOP else g for t in targets]
+
 
 class Autograd:
-    __slots__ = ()
+    """`backward`, `gradient`, `.grad` and `requires_grad` of `Tensor`."""
+
+    __slots__ = ("_grad", "_requires_grad")
+
+    def _init_autograd(self, requires_grad: bool | None) -> None:
+        if requires_grad is not None and not isinstance(requires_grad, bool):
+            raise TypeError(f"requires_grad must be True, False or None, not {type(requires_grad).__name__}")
+        self._grad: Tensor | None = None
+        self._requires_grad = requires_grad
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient `backward()` accumulated here, or None."""
+        return getattr(self, "_grad", None)
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None and not isinstance(value, Autograd):
+            raise TypeError(f"grad must be a Tensor or None, not {type(value).__name__}")
+        if value is not None and value.shape != self.shape:  # type: ignore[attr-defined]
+            raise ValueError(f"grad of shape {value.shape} for a tensor of shape {self.shape}")  # type: ignore[attr-defined]
+        self._grad = value
+
+    @property
+    def requires_grad(self) -> bool | None:
+        """None (the default: tinygrad 0.14, every float tensor with a device gets a gradient), True, or
+        False (backward() leaves this tensor's .grad alone, as PyTorch and older tinygrad)."""
+        return getattr(self, "_requires_grad", None)
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool | None) -> None:
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"requires_grad must be True, False or None, not {type(value).__name__}")
+        self._requires_grad = value
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        self.requires_grad = requires_grad
+        return self  # type: ignore[return-value]
+
+    def detach(self) -> Tensor:
+        """The same values, with no gradient flowing back through them."""
+        me: Any = self
+        return type(me)(UOp(Ops.DETACH, me.dtype, (me.uop,)))
+
+    def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
+        """d self / d target for each target, as new lazy tensors (nothing is stored); zeros for a target
+        self does not depend on. Without `gradient`, self must be a scalar (its gradient is 1)."""
+        me: Any = self
+        cls = type(me)  # the Tensor class, without importing tensor.py (which imports this module)
+        for i, t in enumerate(targets):
+            if not isinstance(t, Autograd):
+                raise TypeError(f"gradient() takes Tensors; target {i + 1} is {type(t).__name__}")
+        if not me.dtype.is_float or any(not t.dtype.is_float for t in targets):
+            names = ", ".join(t.dtype.name for t in (me, *targets))
+            raise GradientError(f"only float tensors have gradients (dtypes {names})")
+        root_grad = _root_gradient(me, gradient)
+        grads = compute_gradients(me.uop, root_grad.uop, [t.uop for t in targets])
+        return [cls(g) if g is not None else cls.zeros(t.shape, dtype=t.dtype, device=t.device or root_grad.device)
+                for t, g in zip(targets, grads)]
+
+    def backward(self, gradient: Tensor | None = None) -> Tensor:
+        """Accumulate d self / d t into `t.grad` for every live float tensor `t` with a device that self
+        depends on (not those with requires_grad=False). Without `gradient`, self must be a scalar."""
+        me: Any = self
+        nodes = set(me.uop.toposort())
+        need = [t for t in list(all_tensors) if t.uop in nodes and t.dtype.is_float and t.device is not None
+                and t.requires_grad is not False]
+        for t, g in zip(need, me.gradient(*need, gradient=gradient)):
+            t.grad = g if t.grad is None else t.grad + g
+        return me
+
+
+def _root_gradient(root: Any, gradient: Any) -> Tensor:
+    """The gradient of the root: 1 for a scalar, else the given tensor (same shape, cast to its dtype)."""
+    if gradient is None:
+        if root.shape != ():
+            raise GradientError(f"backward() without a gradient needs a scalar, but the shape is {root.shape}: "
+                                f"reduce it (.sum(), .mean()) or pass gradient=")
+        return type(root).full((), 1.0, dtype=root.dtype, device=root.device)
+    if not isinstance(gradient, Autograd):
+        raise TypeError(f"gradient must be a Tensor, not {type(gradient).__name__}")
+    if gradient.shape != root.shape:
+        raise ValueError(f"gradient of shape {gradient.shape} for a tensor of shape {root.shape}")
+    return gradient.cast(root.dtype)

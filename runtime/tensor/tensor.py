@@ -181,7 +181,9 @@ class Tensor(MoreOps, Autograd):
     _seed: int = 0
     _rng_counter: int = 0
 
-    def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None):
+    def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
+                 requires_grad: bool | None = None):
+        self._init_autograd(requires_grad)  # .grad and requires_grad (runtime/tensor/autograd.py)
         dev = _device(device)
         dtype = to_dtype(dtype)
         if isinstance(data, Tensor):
@@ -439,6 +441,25 @@ class Tensor(MoreOps, Autograd):
     def __and__(self, x: Any) -> Tensor: return self._binary(Ops.AND, x)
     def __or__(self, x: Any) -> Tensor: return self._binary(Ops.OR, x)
     def __xor__(self, x: Any) -> Tensor: return self._binary(Ops.XOR, x)
+    def __floordiv__(self, x: Any) -> Tensor: return self._floor_div(x)
+    def __rfloordiv__(self, x: Any) -> Tensor: return self._floor_div(x, reverse=True)
+    def __mod__(self, x: Any) -> Tensor: return self._floor_mod(x)
+    def __rmod__(self, x: Any) -> Tensor: return self._floor_mod(x, reverse=True)
+    def __rand__(self, x: Any) -> Tensor: return self._binary(Ops.AND, x, reverse=True)
+    def __ror__(self, x: Any) -> Tensor: return self._binary(Ops.OR, x, reverse=True)
+    def __rxor__(self, x: Any) -> Tensor: return self._binary(Ops.XOR, x, reverse=True)
+
+    # in place, as tinygrad: the result is assigned to self's buffer (`assign` checks shape and dtype)
+    def __iadd__(self, x: Any) -> Tensor: return self.assign(self.add(x))
+    def __isub__(self, x: Any) -> Tensor: return self.assign(self.sub(x))
+    def __imul__(self, x: Any) -> Tensor: return self.assign(self.mul(x))
+    def __itruediv__(self, x: Any) -> Tensor: return self.assign(self.div(x))
+    def __ifloordiv__(self, x: Any) -> Tensor: return self.assign(self._floor_div(x))
+    def __imod__(self, x: Any) -> Tensor: return self.assign(self._floor_mod(x))
+    def __ipow__(self, x: Any) -> Tensor: return self.assign(self.pow(x))
+    def __iand__(self, x: Any) -> Tensor: return self.assign(self & x)
+    def __ior__(self, x: Any) -> Tensor: return self.assign(self | x)
+    def __ixor__(self, x: Any) -> Tensor: return self.assign(self ^ x)
 
     # ------------------------------------------------------------------ elementwise: comparisons
 
@@ -507,7 +528,8 @@ class Tensor(MoreOps, Autograd):
         return self * self
 
     def relu(self) -> Tensor:
-        return self.maximum(0)
+        # a where, not maximum(0): its gradient at 0 is 0 (tinygrad's), where a max tie would split it
+        return (self > 0).where(self, 0)
 
     def sigmoid(self) -> Tensor:
         return (1 + (-self._to_float()).exp()).reciprocal()
@@ -536,8 +558,12 @@ class Tensor(MoreOps, Autograd):
         poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
         return x.sign() * (1 - poly * (-(x * x)).exp())
 
-    def clip(self, min_: Any, max_: Any) -> Tensor:
-        return self.maximum(min_).minimum(max_)
+    def clip(self, min_: Any = None, max_: Any = None) -> Tensor:
+        """Bound below by min_ and above by max_ (either may be None, not both)."""
+        if min_ is None and max_ is None:
+            raise ValueError("clip needs min_ or max_ (or both), got neither")
+        x = self if min_ is None else self.maximum(min_)
+        return x if max_ is None else x.minimum(max_)
 
     def cast(self, dtype: DType | str) -> Tensor:
         dtype = to_dtype(dtype)
@@ -768,44 +794,109 @@ class Tensor(MoreOps, Autograd):
         return self.reshape(self.shape[:a] + (int(prod(self.shape[a:b + 1])),) + self.shape[b + 1:])
 
     def __getitem__(self, key: Any) -> Tensor:
-        """Basic indexing: ints (negative too), slices with step 1, `...` and None."""
-        shrink, out_shape = [], []
+        """numpy indexing: ints (negative too), slices with any step, `...`, None, and integer index
+        tensors / lists / arrays (advanced indexing: they broadcast together; their axes go where the
+        first of them was if they are adjacent, else in front, as numpy). An index tensor selects with a
+        one-hot mask summed over the axis, so an out-of-range index gives 0 (tinygrad's behaviour)."""
+        items = self._expand_key(key)
+        x, kept, adv = self._basic_index(items)
+        if not adv:
+            return x
+        return x._advanced_index(kept, adv, items)
+
+    def _basic_index(self, items: list[Any]) -> tuple[Tensor, list[Any], list[tuple[int, Tensor]]]:
+        """Apply ints, slices and None; index tensors keep their axis whole for `_advanced_index`.
+        Returns the tensor, what each of its axes came from (an item), and (axis, index) per tensor index."""
+        flips, bounds, steps, shape, kept, adv = [], [], [], [], [], []
         dim = 0
-        for k in self._expand_key(key):
+        for k in items:
             if k is None:
-                out_shape.append(1)
+                shape.append(1)
+                kept.append(None)
                 continue
             size = self.shape[dim]
             if isinstance(k, slice):
                 start, stop, step = k.indices(size)
-                if step != 1:
-                    raise ValueError(f"only slices with step 1 are supported, got {k}")
-                shrink.append((start, max(start, stop)))
-                out_shape.append(max(start, stop) - start)
-            else:
+                n = len(range(start, stop, step))
+                if step < 0:  # read the axis backwards: position p is size-1-p
+                    start, step = size - 1 - start, -step
+                flips.append(k.step is not None and k.step < 0)
+                bounds.append((start, start + n * step) if n else (start, start))
+                steps.append(step)
+                shape.append(n)
+                kept.append(k)
+            elif isinstance(k, (int, np.integer)):
                 i = int(k) + size if k < 0 else int(k)
                 if not 0 <= i < size:
                     raise IndexError(f"index {k} is out of bounds for axis {dim} of shape {self.shape}")
-                shrink.append((i, i + 1))
+                flips.append(False)
+                bounds.append((i, i + 1))
+                steps.append(1)
+            else:
+                flips.append(False)
+                bounds.append((0, size))
+                steps.append(1)
+                adv.append((len(shape), k))
+                shape.append(size)
+                kept.append(k)
             dim += 1
-        return self.shrink(shrink).reshape(tuple(out_shape))
+        x = self.flip([i for i, f in enumerate(flips) if f]) if any(flips) else self
+        x = x._strided_shrink(bounds, steps)
+        return x.reshape(tuple(shape)), kept, [(ax, _index_tensor(k, shape[ax])) for ax, k in adv]
+
+    def _strided_shrink(self, bounds: list[tuple[int, int]], steps: list[int]) -> Tensor:
+        """Keep [start, end) of each axis, every step-th element: pad the range to a multiple of the step,
+        split it (n, step) and keep column 0."""
+        x = self.shrink(tuple((b, min(e, s)) for (b, e), s in zip(bounds, self.shape)))
+        if all(st == 1 for st in steps):
+            return x
+        x = x.pad(tuple((0, (e - b) - n) for (b, e), n in zip(bounds, x.shape)))
+        split = _flat((n // st, st) if st > 1 else (n, 1) for n, st in zip(x.shape, steps))
+        x = x.reshape(split).shrink(_flat(((0, split[2 * i]), (0, 1)) for i in range(len(steps))))
+        return x.reshape(split[0::2])
+
+    def _advanced_index(self, kept: list[Any], adv: list[tuple[int, Tensor]], items: list[Any]) -> Tensor:
+        """Select along the axes `adv` names, all at once: a mask that is True where every index matches."""
+        idx = Tensor._operands(*(t for _, t in adv), dtype=least_upper_dtype(*(t.dtype for _, t in adv)))
+        bshape = idx[0].shape
+        axes = [ax for ax, _ in adv]
+        rest = [a for a in range(self.ndim) if a not in axes]
+        nb, nr, k = len(bshape), len(rest), len(axes)
+        x = self.permute(rest + axes)
+        x = x.reshape(tuple(self.shape[a] for a in rest) + (1,) * nb + tuple(self.shape[a] for a in axes))
+        mask = None
+        for j, (ax, t) in enumerate(zip(axes, idx)):
+            n = self.shape[ax]
+            t = (t < 0).where(t + n, t)
+            hit = t.reshape(bshape + (1,)) == Tensor.arange(n).reshape((1,) * nb + (n,))
+            hit = hit.reshape((1,) * nr + bshape + tuple(n if i == j else 1 for i in range(k)))
+            mask = hit if mask is None else mask & hit
+        assert mask is not None
+        out = mask.where(x, 0).sum(tuple(range(nr + nb, nr + nb + k))).cast(self.dtype)
+        # numpy's placement: where the first index was when the indices (and ints) are adjacent
+        where = [i for i, it in enumerate(k_ for k_ in items if k_ is not None) if not isinstance(it, slice)]
+        if where and where == list(range(where[0], where[-1] + 1)):
+            first = sum(1 for it in kept[:axes[0]] if it is None or isinstance(it, slice))
+            order = list(range(first)) + list(range(nr, nr + nb)) + list(range(first, nr))
+            return out.permute(order)
+        return out.permute(list(range(nr, nr + nb)) + list(range(nr)))
 
     def _expand_key(self, key: Any) -> list[Any]:
         key = list(key) if isinstance(key, tuple) else [key]
         for k in key:
-            ok = k is None or k is Ellipsis or isinstance(k, slice) or \
+            ok = k is None or k is Ellipsis or isinstance(k, (slice, Tensor, list, np.ndarray)) or \
                 (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)))
             if not ok:
-                raise TypeError(f"unsupported index {k!r}: only ints, slices, ... and None")
-        if key.count(Ellipsis) > 1:
+                raise TypeError(f"unsupported index {k!r}: only ints, slices, ..., None and integer tensors")
+        ells = [i for i, k in enumerate(key) if k is Ellipsis]  # by identity: `==` on a Tensor builds a graph
+        if len(ells) > 1:
             raise IndexError("an index can only have a single ellipsis")
         real = sum(k is not None and k is not Ellipsis for k in key)
         if real > self.ndim:
             raise IndexError(f"too many indices for shape {self.shape}")
         fill = [slice(None)] * (self.ndim - real)
-        if Ellipsis in key:
-            i = key.index(Ellipsis)
-            return key[:i] + fill + key[i + 1:]
+        if ells:
+            return key[:ells[0]] + fill + key[ells[0] + 1:]
         return key + fill
 
     def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
@@ -1077,6 +1168,22 @@ def _along(x: Tensor, axis: int, lo: int, hi: int, repeat: int = 1) -> Tensor:
     return part if repeat == 1 else part.expand(tuple(repeat if i == axis else s for i, s in enumerate(part.shape)))
 
 
+def _index_tensor(k: Any, size: int) -> Tensor:
+    """An index tensor / list / array as an integer Tensor (bool masks would give data-dependent shapes)."""
+    if not isinstance(k, Tensor):
+        arr = np.asarray(k)
+        if arr.size == 0:
+            arr = arr.astype(np.int32)
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"an index list or array must hold integers, got {arr.dtype} of shape {arr.shape}")
+        k = Tensor(arr.astype(np.int32) if arr.dtype.itemsize <= 4 or
+                   (arr.size and abs(arr).max() < 2 ** 31) else arr)
+    if k.dtype.kind not in ("int", "uint"):
+        raise TypeError(f"index tensors must be integers, not {k.dtype.name} (shape {k.shape}); "
+                        f"bool masks are not supported (their result shape depends on the data)")
+    return k
+
+
 def _weak(value: Scalar, dtype: DType) -> Tensor:
     """A constant with no device: a Python scalar inside an op, which takes its partner's device."""
     return Tensor(_const(dtype, value))
@@ -1123,7 +1230,10 @@ def _view_of_storage(u: UOp) -> tuple[UOp | None, list[UOp]]:
     while not (u.op in (Ops.BUFFER, Ops.ASSIGN) or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)):
         if u.op not in _MOVEMENT:
             return None, []
-        chain.append(u)
+        # a reshape to the shape it already has views nothing: the tensor is its source (an assign to it
+        # is an ordinary assign, not an assign through a view that other readers would see)
+        if not (u.op is Ops.RESHAPE and tuple(u.arg) == tuple(u.src[0].shape)):
+            chain.append(u)
         u = u.src[0]
     return u, chain
 
