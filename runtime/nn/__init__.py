@@ -1,0 +1,190 @@
+"""Neural-network layers, as tinygrad 0.14's `nn` (`from rulec import nn`, or `rulec.nn`): callable objects
+holding their parameters as Tensors, built from Tensor ops only.
+
+Initial values are drawn with `Tensor.rand` (numpy's generator on the host), so they follow the same
+distributions as tinygrad's but are not the same numbers.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from rulec.runtime.nn.init import glorot_uniform, uniform
+from rulec.runtime.tensor.tensor import Tensor
+
+__all__ = ["Linear", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm2d", "LayerNorm", "GroupNorm", "Embedding",
+           "RMSNorm", "conv_transpose2d"]
+
+
+def _pair(v: int | Sequence[int]) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+class Linear:
+    """y = x @ weight.T + bias, weight of shape (out_features, in_features)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+        bound = 1 / math.sqrt(in_features)
+        self.weight = uniform((out_features, in_features), -bound, bound)
+        self.bias = uniform((out_features,), -bound, bound) if bias else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.linear(self.weight.transpose(), self.bias)
+
+
+class Conv2d:
+    """2-d convolution over NCHW input, weight (out, in // groups, kh, kw)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | Sequence[int], stride: int = 1,
+                 padding: int | Sequence[int] = 0, dilation: int = 1, groups: int = 1, bias: bool = True):
+        self.kernel_size = _pair(kernel_size)
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        bound = 1 / math.sqrt(in_channels * self.kernel_size[0] * self.kernel_size[1] / groups)
+        self.weight = uniform((out_channels, in_channels // groups, *self.kernel_size), -bound, bound)
+        self.bias = uniform((out_channels,), -bound, bound) if bias else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.conv2d(self.weight, self.bias, self.groups, self.stride, self.dilation, self.padding)
+
+
+def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1,
+                     stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1,
+                     padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0) -> Tensor:
+    """The transposed convolution (the gradient of conv2d with respect to its input), weight of shape
+    (in, out // groups, kh, kw): the input spread out by `stride` (zeros between), padded by
+    dilation*(k-1)-padding, convolved with the flipped, transposed weight."""
+    if x.ndim != 4 or weight.ndim != 4:
+        raise ValueError(f"conv_transpose2d needs a 4-d input and weight, got {x.shape} and {weight.shape}")
+    n, cin, h, w = x.shape
+    cin_w, cout_g, kh, kw = weight.shape
+    if cin != cin_w or cin % groups:
+        raise ValueError(f"conv_transpose2d: input {x.shape} does not match weight {weight.shape} with groups={groups}")
+    (sh, sw), (dh, dw), (ph, pw), (oph, opw) = _pair(stride), _pair(dilation), _pair(padding), _pair(output_padding)
+    if sh > 1 or sw > 1:  # zeros between the input's elements: (h, 1) padded to (h, s), flattened, the tail cut
+        x = x.reshape(n, cin, h, 1, w, 1).pad(((0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)))
+        x = x.reshape(n, cin, h * sh, w * sw)[:, :, : (h - 1) * sh + 1, : (w - 1) * sw + 1]
+    wt = weight.reshape(groups, cin // groups, cout_g, kh, kw).permute(0, 2, 1, 3, 4).flip((3, 4))
+    wt = wt.reshape(groups * cout_g, cin // groups, kh, kw)
+    pad_h, pad_w = dh * (kh - 1) - ph, dw * (kw - 1) - pw
+    if pad_h < 0 or pad_w < 0:
+        raise ValueError(f"conv_transpose2d: padding {padding} is larger than dilation*(kernel-1)")
+    x = x.pad(((0, 0), (0, 0), (pad_h, pad_h + oph), (pad_w, pad_w + opw)))
+    return x.conv2d(wt, bias, groups, 1, (dh, dw), 0)
+
+
+class ConvTranspose2d(Conv2d):
+    """The transposed 2-d convolution, weight (in, out // groups, kh, kw)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | Sequence[int], stride: int = 1,
+                 padding: int = 0, output_padding: int = 0, dilation: int = 1, groups: int = 1, bias: bool = True):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias)
+        bound = 1 / math.sqrt(in_channels * self.kernel_size[0] * self.kernel_size[1] / groups)
+        self.weight = uniform((in_channels, out_channels // groups, *self.kernel_size), -bound, bound)
+        self.output_padding = output_padding
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return conv_transpose2d(x, self.weight, self.bias, self.groups, self.stride, self.dilation, self.padding,
+                                self.output_padding)
+
+
+class BatchNorm:
+    """Batch normalization over the channel axis (axis 1) of (N, C, ...) input. In training
+    (`Tensor.training`) it normalizes with the batch's statistics and updates the running ones (unbiased
+    variance, as tinygrad); otherwise it uses the running statistics."""
+
+    def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True,
+                 momentum: float = 0.1):
+        self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
+        self.weight: Tensor | None = Tensor.ones(sz) if affine else None
+        self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
+        self.num_batches_tracked = Tensor.zeros(1, dtype="int32")
+        if track_running_stats:
+            self.running_mean, self.running_var = Tensor.zeros(sz), Tensor.ones(sz)
+
+    def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        axes = tuple(a for a in range(x.ndim) if a != 1)
+        mean = x.mean(axes)
+        var = ((x - mean.reshape(1, -1, *[1] * (x.ndim - 2))) ** 2).mean(axes)
+        return mean, var
+
+    def __call__(self, x: Tensor) -> Tensor:
+        shape = (1, -1, *[1] * (x.ndim - 2))
+        if getattr(Tensor, "training", False) or not self.track_running_stats:
+            mean, var = self.calc_stats(x)
+            if getattr(Tensor, "training", False) and self.track_running_stats:
+                n = x.numel() / x.shape[1]
+                self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean)
+                unbiased = var * (n / max(n - 1, 1))
+                self.running_var.assign((1 - self.momentum) * self.running_var + self.momentum * unbiased)
+                self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+        else:
+            mean, var = self.running_mean, self.running_var
+        y = (x - mean.reshape(shape)) * (var.reshape(shape) + self.eps).rsqrt()
+        if self.weight is not None:
+            y = y * self.weight.reshape(shape)
+        if self.bias is not None:
+            y = y + self.bias.reshape(shape)
+        return y
+
+
+BatchNorm2d = BatchNorm
+
+
+class LayerNorm:
+    """Normalization over the last len(normalized_shape) axes, with an elementwise affine."""
+
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5, elementwise_affine: bool = True):
+        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.axis = tuple(-1 - i for i in range(len(self.normalized_shape)))
+        self.eps = eps
+        self.weight = Tensor.ones(*self.normalized_shape) if elementwise_affine else None
+        self.bias = Tensor.zeros(*self.normalized_shape) if elementwise_affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if tuple(x.shape[-len(self.normalized_shape):]) != self.normalized_shape:
+            raise ValueError(f"LayerNorm{self.normalized_shape} cannot normalize input of shape {x.shape}")
+        y = x.layernorm(self.axis, self.eps)
+        return y if self.weight is None else y * self.weight + self.bias
+
+
+class GroupNorm:
+    """Normalization over groups of channels of (N, C, ...) input, with a per-channel affine."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
+        if num_channels % num_groups:
+            raise ValueError(f"GroupNorm: {num_channels} channels do not split into {num_groups} groups")
+        self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+        self.weight = Tensor.ones(num_channels) if affine else None
+        self.bias = Tensor.zeros(num_channels) if affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        y = x.reshape(x.shape[0], self.num_groups, -1).layernorm(eps=self.eps).reshape(x.shape)
+        if self.weight is None:
+            return y
+        shape = (1, -1, *[1] * (x.ndim - 2))
+        return y * self.weight.reshape(shape) + self.bias.reshape(shape)
+
+
+class RMSNorm:
+    """x / sqrt(mean(x^2) + eps) over the last axis, times a weight."""
+
+    def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True):
+        self.eps = eps
+        self.weight = Tensor.ones(dim) if elementwise_affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        y = x * ((x * x).mean(-1, keepdim=True) + self.eps).rsqrt()
+        return y if self.weight is None else y * self.weight
+
+
+class Embedding:
+    """Rows of a (vocab_size, embed_size) table, looked up by integer indices: a one-hot comparison
+    against an arange, times the table (one kernel, no gather op)."""
+
+    def __init__(self, vocab_size: int, embed_size: int):
+        self.vocab_sz, self.embed_sz = vocab_size, embed_size
+        self.weight = glorot_uniform((vocab_size, embed_size))
+
+    def __call__(self, idx: Tensor) -> Tensor:
+        hot = idx.reshape(*idx.shape, 1) == Tensor.arange(self.vocab_sz)
+        return hot.cast(self.weight.dtype) @ self.weight

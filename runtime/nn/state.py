@@ -1,0 +1,96 @@
+"""Model state, as tinygrad 0.14's `nn.state`: the Tensors of a model by name, loading them back, and
+files in the safetensors format (through the `safetensors` package's numpy API: the format is not
+written by hand here)."""
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rulec.runtime.tensor.tensor import Tensor
+
+__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load"]
+
+
+def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> dict[str, Tensor]:
+    """Every Tensor reachable from `obj` through attributes, lists, tuples and dicts, by dotted name
+    (`layers.0.weight`), in the order they are found."""
+    out: dict[str, Tensor] = OrderedDict()
+    stack: list[tuple[str, Any]] = [(prefix, obj)]
+    seen: set[int] = set()
+    while stack:
+        name, o = stack.pop(0)
+        if isinstance(o, tensor_type):
+            out[name.rstrip(".")] = o
+            continue
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if isinstance(o, (list, tuple)):
+            stack[0:0] = [(f"{name}{i}.", v) for i, v in enumerate(o)]
+        elif isinstance(o, dict):
+            stack[0:0] = [(f"{name}{k}.", v) for k, v in o.items()]
+        elif hasattr(o, "__dict__"):
+            stack[0:0] = [(f"{name}{k}.", v) for k, v in vars(o).items()]
+    return out
+
+
+def get_parameters(obj: Any) -> list[Tensor]:
+    """The Tensors of `obj` (each once), as get_state_dict finds them."""
+    out, seen = [], set()
+    for t in get_state_dict(obj).values():
+        if id(t) not in seen:
+            seen.add(id(t))
+            out.append(t)
+    return out
+
+
+def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = False,
+                    consume: bool = False, realize: bool = True) -> list[Tensor]:
+    """Set every Tensor of `model` to the one of the same name in `state_dict` (shapes must match; the
+    values move to the model tensor's device). With `strict`, a name missing from `state_dict` is an
+    error; a name of `state_dict` that the model lacks is ignored. `consume` removes each loaded entry from
+    `state_dict`; `verbose` prints each name. Returns the tensors set."""
+    mine = get_state_dict(model)
+    missing = [k for k in mine if k not in state_dict]
+    if strict and missing:
+        raise KeyError(f"load_state_dict: the state dict has no {', '.join(missing[:5])}"
+                       + (f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""))
+    done = []
+    for name, t in mine.items():
+        if name not in state_dict:
+            continue
+        v = state_dict[name]
+        if tuple(v.shape) != tuple(t.shape):
+            raise ValueError(f"load_state_dict: {name} has shape {t.shape} in the model and {v.shape} in the state")
+        if verbose:
+            print(f"loading {name} {tuple(t.shape)}")
+        t.uop = (v.to(t.device) if t.device is not None and v.device != t.device else v).cast(t.dtype).uop
+        done.append(t)
+        if consume:
+            del state_dict[name]
+    if realize and done:
+        Tensor.realize(*done)
+    return done
+
+
+def safe_save(tensors: dict[str, Tensor], fn: str | Path, metadata: dict[str, str] | None = None) -> None:
+    """Write `tensors` to `fn` in the safetensors format."""
+    from safetensors.numpy import save_file
+
+    arrays = {}
+    for name, t in tensors.items():
+        if t.dtype.name == "bfloat16":
+            raise TypeError(f"safe_save: {name} is bfloat16, which the safetensors numpy API cannot write; "
+                            "cast it to float32 first")
+        arrays[name] = np.ascontiguousarray(t.numpy())
+    save_file(arrays, str(fn), metadata=metadata)
+
+
+def safe_load(fn: str | Path) -> dict[str, Tensor]:
+    """The tensors of a safetensors file, by name, as realized Tensors on the default device."""
+    from safetensors.numpy import load_file
+
+    return {name: Tensor(a).realize() for name, a in load_file(str(fn)).items()}
