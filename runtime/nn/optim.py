@@ -78,14 +78,19 @@ class Adam(Optimizer):
                  eps: float = 1e-8, device: str | None = None, fused: object = None):
         super().__init__(params, lr)
         self.b1, self.b2, self.eps, self.wd = b1, b2, eps, 0.0
-        self.t = 0
         self.m = [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device).realize() for p in self.params]
         self.v = [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device).realize() for p in self.params]
-        self.buffers = self.m + self.v
+        # b1**t and b2**t live in buffers, updated in place: the step's kernels are the same every step
+        # (constants that changed with t would make new kernels, compiled again, at every step)
+        dtype = self.params[0].dtype
+        self.b1_t = Tensor.ones(1, dtype=dtype, device=self.params[0].device).contiguous().realize()
+        self.b2_t = Tensor.ones(1, dtype=dtype, device=self.params[0].device).contiguous().realize()
+        self.buffers = self.m + self.v + [self.b1_t, self.b2_t]
 
     def _update(self) -> None:
-        self.t += 1
-        c1, c2 = 1 - self.b1 ** self.t, 1 - self.b2 ** self.t
+        self.b1_t.assign(self.b1_t * self.b1)
+        self.b2_t.assign(self.b2_t * self.b2)
+        c1, c2 = 1 - self.b1_t, 1 - self.b2_t
         for p, m, v in zip(self.params, self.m, self.v):
             g = p.grad
             m.assign(self.b1 * m + (1 - self.b1) * g)
