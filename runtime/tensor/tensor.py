@@ -44,7 +44,7 @@ from rulec.runtime.tensor import tensor_args
 from rulec.runtime.device import Device
 from rulec.runtime.tensor.autograd import Autograd
 from rulec.runtime.tensor.live import all_tensors, graph_devices, is_virtual
-from rulec.runtime.tensor.tensor_more import MoreOps
+from rulec.runtime.tensor.tensor_more import MoreOps, _int_index
 from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.engine.helpers import identity_element
 from rulec.runtime.ir.ops import Ops
@@ -1170,18 +1170,7 @@ def _along(x: Tensor, axis: int, lo: int, hi: int, repeat: int = 1) -> Tensor:
 
 def _index_tensor(k: Any, size: int) -> Tensor:
     """An index tensor / list / array as an integer Tensor (bool masks would give data-dependent shapes)."""
-    if not isinstance(k, Tensor):
-        arr = np.asarray(k)
-        if arr.size == 0:
-            arr = arr.astype(np.int32)
-        if arr.dtype.kind not in "iu":
-            raise TypeError(f"an index list or array must hold integers, got {arr.dtype} of shape {arr.shape}")
-        k = Tensor(arr.astype(np.int32) if arr.dtype.itemsize <= 4 or
-                   (arr.size and abs(arr).max() < 2 ** 31) else arr)
-    if k.dtype.kind not in ("int", "uint"):
-        raise TypeError(f"index tensors must be integers, not {k.dtype.name} (shape {k.shape}); "
-                        f"bool masks are not supported (their result shape depends on the data)")
-    return k
+    return _int_index(Tensor, k, "an index tensor, list or array")
 
 
 def _weak(value: Scalar, dtype: DType) -> Tensor:

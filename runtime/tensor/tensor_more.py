@@ -78,9 +78,12 @@ def _int_index(T: type, idx: Any, what: str) -> Tensor:
             arr = arr.astype(np.int32)
         if arr.dtype.kind not in "iu":
             raise TypeError(f"{what} must hold integers, got {arr.dtype} of shape {arr.shape}")
-        idx = T(arr.astype(np.int32) if arr.dtype.itemsize <= 4 else arr)
+        fits = arr.dtype.itemsize <= 4 or (arr.size and abs(arr).max() < 2 ** 31)
+        idx = T(arr.astype(np.int32) if fits else arr)
     if idx.dtype.kind not in ("int", "uint"):
-        raise TypeError(f"{what} must be an integer tensor, not {idx.dtype.name} of shape {idx.shape}")
+        mask = "; bool masks are not supported (their result shape depends on the data)" \
+            if idx.dtype.kind == "bool" else ""
+        raise TypeError(f"{what} must be an integer tensor, not {idx.dtype.name} of shape {idx.shape}{mask}")
     return idx
 
 
