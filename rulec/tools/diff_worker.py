@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rulec.tools.stats import LANGUAGES
+from rulec.tools.stats import render_all
 
 FORMAT = "rulec-diff-run"
 
@@ -43,10 +43,7 @@ class KernelRecorder:
                 continue  # a copy between devices: no kernel code
             src = self._sources.get(item.ast)
             if src is None:
-                for language in LANGUAGES:
-                    text = item.render(language)
-                    if language == "c":
-                        src = self._sources[item.ast] = text
+                src = self._sources[item.ast] = render_all(item)
             self.kernels.append({"name": kernel_name(item.ast), "device": item.device, "source": src})
 
 

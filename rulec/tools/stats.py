@@ -34,8 +34,24 @@ class _RenderAll:
             if item.ast in self.done or (item.ast.op is Ops.STORE and item.ast.src[1].op is Ops.COPY):
                 continue
             self.done.add(item.ast)
-            for language in LANGUAGES:
-                item.render(language)
+            render_all(item)
+
+
+def render_all(item: Any) -> str | None:
+    """Render `item` in every language (so the lowering rules of every target run); returns the C source.
+    A language that cannot express the kernel (Metal has no float64) is skipped: that is no error of the
+    program's."""
+    from rulec.backends.render import RenderError
+
+    c_source = None
+    for language in LANGUAGES:
+        try:
+            text = item.render(language)
+        except RenderError:
+            continue
+        if language == "c":
+            c_source = text
+    return c_source
 
 
 def pipeline_rules() -> list[Any]:

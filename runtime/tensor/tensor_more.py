@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from rulec.runtime.ir.ops import Ops
 from rulec.runtime.tensor import tensor_args
 
 if TYPE_CHECKING:
@@ -85,14 +86,6 @@ def _int_index(T: type, idx: Any, what: str) -> Tensor:
             if idx.dtype.kind == "bool" else ""
         raise TypeError(f"{what} must be an integer tensor, not {idx.dtype.name} of shape {idx.shape}{mask}")
     return idx
-
-
-def _round_dtype_limit(dt: Any) -> tuple[float, Any]:
-    """Floats of magnitude at least 2**mantissa are integers already; below it they fit this int dtype."""
-    d = _dtypes()
-    if dt.itemsize >= 8:
-        return 2.0 ** 52, d.int64
-    return (2.0 ** 10 if dt.itemsize == 2 and dt == d.float16 else 2.0 ** 23), d.int32
 
 
 def _pool_pads(padding: Any, nd: int, what: str) -> list[tuple[int, int]]:
@@ -194,12 +187,11 @@ class MoreOps:
     # ------------------------------------------------------------------ rounding, tests, bits
 
     def trunc(self: Tensor) -> Tensor:
-        """Round toward zero. Floats this large are integers already, so only smaller ones go through an
-        integer cast (which could not hold the large ones); NaN and inf stay."""
+        """Round toward zero: the TRUNC op (each backend's trunc; NaN and inf stay), whose gradient is 0
+        (rules/gradient.yaml), as tinygrad's."""
         if not self.dtype.is_float:
             return self
-        limit, int_dt = _round_dtype_limit(self.dtype)
-        return (self.abs() < limit).where(self.cast(int_dt).cast(self.dtype), self)
+        return self._unary(Ops.TRUNC)
 
     def floor(self: Tensor) -> Tensor:
         t = self.trunc()
