@@ -5,7 +5,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "load", "Tensor", "dtypes", "Device"]
+__all__ = ["__version__", "load", "Tensor", "dtypes", "Device", "TinyJit"]
 
 
 def load(name_or_path, **kwargs):
@@ -38,6 +38,10 @@ def __getattr__(name: str) -> Any:
         from rulec.runtime.device import Device
 
         return Device
+    if name == "TinyJit":
+        from rulec.jit import TinyJit
+
+        return TinyJit
     if name == "dtypes":
         from rulec.runtime.ir.dtype import dtypes
 

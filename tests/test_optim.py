@@ -151,3 +151,22 @@ def test_sgd_on_parameters_that_read_each_other_over_several_steps():
         a0, b0 = a0 - 0.1 * b0, b0 - 0.1 * a0
         np.testing.assert_allclose(a.numpy(), a0, rtol=1e-12)
         np.testing.assert_allclose(b.numpy(), b0, rtol=1e-12)
+
+
+def test_tinyjit_runs_a_train_step_and_realizes_what_it_returns():
+    from rulec import TinyJit
+
+    p = Tensor(np.array([3.0])).realize()
+    opt = SGD([p], lr=0.1)
+
+    @TinyJit
+    def step(target):
+        opt.zero_grad()
+        loss = ((p - target) ** 2).sum()
+        loss.backward()
+        return (loss, *opt.schedule_step())
+
+    losses = [step(Tensor([1.0]))[0] for _ in range(3)]
+    assert all(all(x.op.name in ("BUFFER", "RESHAPE", "UNIQUE", "DEVICE") for x in t.uop.toposort()) for t in losses)
+    np.testing.assert_allclose([float(t.numpy()) for t in losses], [4.0, 2.56, 1.6384], rtol=1e-12)
+    assert step.cnt == 3 and step.__name__ == "step"
