@@ -36,10 +36,9 @@ class KernelRecorder:
 
     def after_realize(self, tensors: tuple[Any, ...], items: list[Any]) -> None:
         from rulec.backends.render import kernel_name
-        from rulec.runtime.ir.ops import Ops
 
         for item in items:
-            if item.ast.op is Ops.STORE and item.ast.src[1].op is Ops.COPY:
+            if item.is_copy:
                 continue  # a copy between devices: no kernel code
             src = self._sources.get(item.ast)
             if src is None:

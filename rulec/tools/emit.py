@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rulec.runtime.ir.ops import Ops
 
 EXTENSIONS = {"c": ".c", "opencl": ".cl", "cuda": ".cu", "metal": ".metal"}
 
@@ -30,7 +29,7 @@ class KernelEmitter:
         from rulec.backends.render import kernel_name
 
         for item in items:
-            if item.ast.op is Ops.STORE and item.ast.src[1].op is Ops.COPY:
+            if item.is_copy:
                 self.order.append(f"COPY {item.device}")
                 continue
             stem = self.names.get(item.ast)

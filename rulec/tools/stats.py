@@ -28,10 +28,8 @@ class _RenderAll:
         pass
 
     def after_realize(self, tensors: tuple[Any, ...], items: list[Any]) -> None:
-        from rulec.runtime.ir.ops import Ops
-
         for item in items:
-            if item.ast in self.done or (item.ast.op is Ops.STORE and item.ast.src[1].op is Ops.COPY):
+            if item.ast in self.done or item.is_copy:
                 continue
             self.done.add(item.ast)
             render_all(item)

@@ -9,11 +9,14 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from rulec.runtime.nn.init import glorot_uniform, uniform
 from rulec.runtime.tensor.tensor import Tensor
 
 __all__ = ["Linear", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm2d", "LayerNorm", "GroupNorm", "Embedding",
            "RMSNorm", "conv_transpose2d"]
+
+
+def uniform(shape: Sequence[int], low: float, high: float) -> Tensor:
+    return Tensor.uniform(*shape, low=low, high=high).realize()
 
 
 def _pair(v: int | Sequence[int]) -> tuple[int, int]:
@@ -183,7 +186,7 @@ class Embedding:
 
     def __init__(self, vocab_size: int, embed_size: int):
         self.vocab_sz, self.embed_sz = vocab_size, embed_size
-        self.weight = glorot_uniform((vocab_size, embed_size))
+        self.weight = Tensor.glorot_uniform(vocab_size, embed_size).realize()
 
     def __call__(self, idx: Tensor) -> Tensor:
         hot = idx.reshape(*idx.shape, 1) == Tensor.arange(self.vocab_sz)

@@ -256,6 +256,11 @@ class ScheduleItem:
         return tuple(st.src[0].src[0].arg for st in self.ast.src if st.op is Ops.STORE)
 
     @property
+    def is_copy(self) -> bool:
+        """A copy between devices (a memory copy when run, no kernel code)."""
+        return self.ast.op is Ops.STORE and self.ast.src[1].op is Ops.COPY
+
+    @property
     def device(self) -> str:
         """The device the kernel runs on: that of the buffer it writes (its first)."""
         b = self.buffers[0]

@@ -58,7 +58,7 @@ def run_item(item: ScheduleItem, var_vals: dict[str, int] | None = None, device:
     """Run one kernel on `device`, by default the device of the buffer it writes. A COPY between devices
     is a copy of host memory: every device's buffers are host arrays (rulec.backends.device)."""
     arrays = [buffers.ensure_allocated(b) for b in item.buffers]
-    if item.ast.op is Ops.STORE and item.ast.src[1].op is Ops.COPY:
+    if item.is_copy:
         _copy(item, arrays)
         return
     values = dict(var_vals or {})
