@@ -146,7 +146,7 @@ def test_many_rule_sets_and_includes_are_bounded(tmp_path, monkeypatch):
     Path("dense.yaml").write_text("".join(sets))
     t0 = time.perf_counter()
     assert cli("check", "-q", "dense.yaml") == (0, "")
-    assert time.perf_counter() - t0 < 5
+    assert time.perf_counter() - t0 < 10  # a bound against the quadratic walk, with room for a loaded machine
     # building them is bounded: an error at the rule set that crosses a limit, before anything is generated
     monkeypatch.setattr(check_mod, "MAX_RULESETS", 100)
     rc, err = cli("build", "-q", "-o", "out", "dense.yaml")
