@@ -559,11 +559,13 @@ class Tensor(MoreOps, Autograd):
         return x.sign() * (1 - poly * (-(x * x)).exp())
 
     def clip(self, min_: Any = None, max_: Any = None) -> Tensor:
-        """Bound below by min_ and above by max_ (either may be None, not both)."""
+        """Bound below by min_ and above by max_ (either may be None, not both). Built from wheres, not
+        maximum/minimum: the gradient is 1 at a bound (tinygrad 0.14's), where a max tie would halve it;
+        NaN stays NaN."""
         if min_ is None and max_ is None:
             raise ValueError("clip needs min_ or max_ (or both), got neither")
-        x = self if min_ is None else self.maximum(min_)
-        return x if max_ is None else x.minimum(max_)
+        x = self if min_ is None else (self < min_).where(min_, self)
+        return x if max_ is None else (x > max_).where(max_, x)
 
     def cast(self, dtype: DType | str) -> Tensor:
         dtype = to_dtype(dtype)
@@ -807,6 +809,15 @@ class Tensor(MoreOps, Autograd):
     def _basic_index(self, items: list[Any]) -> tuple[Tensor, list[Any], list[tuple[int, Tensor]]]:
         """Apply ints, slices and None; index tensors keep their axis whole for `_advanced_index`.
         Returns the tensor, what each of its axes came from (an item), and (axis, index) per tensor index."""
+        flips, bounds, steps, shape, kept, adv = self._parse_basic(items)
+        x = self.flip([i for i, f in enumerate(flips) if f]) if any(flips) else self
+        x = x._strided_shrink(bounds, steps)
+        return x.reshape(tuple(shape)), kept, [(ax, _index_tensor(k, shape[ax])) for ax, k in adv]
+
+    def _parse_basic(self, items: list[Any]) -> tuple[list[bool], list[tuple[int, int]], list[int], list[int],
+                                                      list[Any], list[tuple[int, Any]]]:
+        """Per axis of self: flipped?, [start, end) in the flipped axis, step; the result's shape (None
+        adds a 1, an int drops its axis) with the item each result axis came from; the tensor indices."""
         flips, bounds, steps, shape, kept, adv = [], [], [], [], [], []
         dim = 0
         for k in items:
@@ -840,9 +851,7 @@ class Tensor(MoreOps, Autograd):
                 shape.append(size)
                 kept.append(k)
             dim += 1
-        x = self.flip([i for i, f in enumerate(flips) if f]) if any(flips) else self
-        x = x._strided_shrink(bounds, steps)
-        return x.reshape(tuple(shape)), kept, [(ax, _index_tensor(k, shape[ax])) for ax, k in adv]
+        return flips, bounds, steps, shape, kept, adv
 
     def _strided_shrink(self, bounds: list[tuple[int, int]], steps: list[int]) -> Tensor:
         """Keep [start, end) of each axis, every step-th element: pad the range to a multiple of the step,
@@ -857,13 +866,21 @@ class Tensor(MoreOps, Autograd):
 
     def _advanced_index(self, kept: list[Any], adv: list[tuple[int, Tensor]], items: list[Any]) -> Tensor:
         """Select along the axes `adv` names, all at once: a mask that is True where every index matches."""
+        mask, bshape, axes, rest = self._advanced_mask(adv)
+        nr, nb, k = len(rest), len(bshape), len(axes)
+        x = self.permute(rest + axes)
+        x = x.reshape(tuple(self.shape[a] for a in rest) + (1,) * nb + tuple(self.shape[a] for a in axes))
+        out = mask.where(x, 0).sum(tuple(range(nr + nb, nr + nb + k))).cast(self.dtype)
+        return out.permute(_advanced_order(kept, axes, items, nr, nb))
+
+    def _advanced_mask(self, adv: list[tuple[int, Tensor]]) -> tuple[Tensor, tuple[int, ...], list[int], list[int]]:
+        """The selection mask (1s for the other axes, the broadcast index shape, then the indexed axes),
+        the broadcast index shape, the indexed axes and the other axes."""
         idx = Tensor._operands(*(t for _, t in adv), dtype=least_upper_dtype(*(t.dtype for _, t in adv)))
         bshape = idx[0].shape
         axes = [ax for ax, _ in adv]
         rest = [a for a in range(self.ndim) if a not in axes]
         nb, nr, k = len(bshape), len(rest), len(axes)
-        x = self.permute(rest + axes)
-        x = x.reshape(tuple(self.shape[a] for a in rest) + (1,) * nb + tuple(self.shape[a] for a in axes))
         mask = None
         for j, (ax, t) in enumerate(zip(axes, idx)):
             n = self.shape[ax]
@@ -872,14 +889,91 @@ class Tensor(MoreOps, Autograd):
             hit = hit.reshape((1,) * nr + bshape + tuple(n if i == j else 1 for i in range(k)))
             mask = hit if mask is None else mask & hit
         assert mask is not None
-        out = mask.where(x, 0).sum(tuple(range(nr + nb, nr + nb + k))).cast(self.dtype)
-        # numpy's placement: where the first index was when the indices (and ints) are adjacent
-        where = [i for i, it in enumerate(k_ for k_ in items if k_ is not None) if not isinstance(it, slice)]
-        if where and where == list(range(where[0], where[-1] + 1)):
-            first = sum(1 for it in kept[:axes[0]] if it is None or isinstance(it, slice))
-            order = list(range(first)) + list(range(nr, nr + nb)) + list(range(first, nr))
-            return out.permute(order)
-        return out.permute(list(range(nr, nr + nb)) + list(range(nr)))
+        return mask, bshape, axes, rest
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """`self[key] = value`, numpy's: keys as `__getitem__`; the value a Tensor of self's dtype or
+        Python data (converted to self's dtype), broadcast to the indexed shape; where tensor indices
+        repeat a place, the last write wins (an out-of-range index writes nothing, as tinygrad). A tensor
+        with storage (realized, or a view of realized data) is assigned the updated value; a computed one
+        has no buffer to write, so it becomes the updated value (tinygrad 0.14 does the same)."""
+        items = self._expand_key(key)
+        target = self[key]  # the indexed shape; bad keys raise here
+        merged = self._merged_at(items, self._setitem_value(value, target.shape))
+        if _view_of_storage(self.uop)[0] is None:
+            self.uop = merged.uop
+        else:
+            self.assign(merged)
+
+    def _setitem_value(self, value: Any, shape: tuple[int, ...]) -> Tensor:
+        """The value of a setitem, of self's dtype and broadcast to the indexed `shape`."""
+        if isinstance(value, Tensor):
+            if value.dtype != self.dtype:
+                raise ValueError(f"setitem: cannot write a {value.dtype.name} tensor {value.shape} into a "
+                                 f"{self.dtype.name} tensor {self.shape}; cast the value first")
+            v = value
+        elif isinstance(value, (bool, int, float, np.generic)):
+            v = _weak(value.item() if isinstance(value, np.generic) else value, self.dtype)
+        else:
+            v = Tensor(np.asarray(value), device=self.device, dtype=self.dtype)
+        while v.ndim > len(shape) and v.shape[0] == 1:  # numpy drops leading 1s of a value
+            v = v.reshape(v.shape[1:])
+        try:
+            return v._broadcast_to(shape)
+        except ValueError:
+            raise ValueError(f"setitem: a value of shape {v.shape} does not broadcast to the indexed shape "
+                             f"{shape} of a tensor {self.shape}") from None
+
+    def _merged_at(self, items: list[Any], v: Tensor) -> Tensor:
+        """self with the places `items` index taking `v` (of the indexed shape): v and a mask of where it
+        goes are moved back through the inverse of each indexing step, then one where."""
+        flips, bounds, steps, shape, kept, adv = self._parse_basic(items)
+        mask: Tensor | None = None
+        if adv:
+            x, kept, advt = self._basic_index(items)
+            v, mask = x._advanced_scatter(kept, advt, items, v)
+        # drop the axes None added, put back the axes ints took (size 1)
+        ns = tuple((e - b) // st for (b, e), st in zip(bounds, steps))
+        v = v.reshape(ns)
+        if mask is None:
+            if all(b == 0 and e == n for (b, e), n in zip(bounds, self.shape)):
+                return v.flip([i for i, f in enumerate(flips) if f]) if any(flips) else v
+            mask = _weak(True, dtypes.bool)._broadcast_to(ns)
+        mask = mask.reshape(ns)
+        v, mask = (_unstride(t, bounds, steps, self.shape, flips) for t in (v, mask))
+        return mask.where(v, self)
+
+    def _advanced_scatter(self, kept: list[Any], adv: list[tuple[int, Tensor]], items: list[Any],
+                          v: Tensor) -> tuple[Tensor, Tensor]:
+        """The inverse of `_advanced_index`: (values, written mask) of self's shape, v (the indexed shape)
+        put where the indices point; of several writes to one place, the last in index order wins."""
+        mask, bshape, axes, rest = self._advanced_mask(adv)
+        nr, nb, k = len(rest), len(bshape), len(axes)
+        order = _advanced_order(kept, axes, items, nr, nb)
+        v = v.permute(sorted(range(len(order)), key=order.__getitem__))  # to (rest..., index shape...)
+        nbig = int(prod(bshape))
+        if nbig == 0:  # no index: nothing is written
+            return self, _weak(False, dtypes.bool)._broadcast_to(self.shape)
+        mask = mask.reshape((1,) * nr + (nbig,) + mask.shape[nr + nb:])
+        vals = v.reshape(v.shape[:nr] + (nbig,) + (1,) * k)
+        if nbig <= _UNROLLED_WRITES:
+            # a few writes: fold them in order with wheres (elementwise, fuses into the assign's kernel)
+            new, written = None, None
+            for j in range(nbig):
+                m_j, v_j = _along(mask, nr, j, j + 1), _along(vals, nr, j, j + 1)
+                new = v_j if new is None else m_j.where(v_j, new)
+                written = m_j if written is None else written | m_j
+            assert new is not None and written is not None
+            new, written = new.squeeze(nr), written.squeeze(nr)
+        else:  # many: the last writer of each place is a max over positions, then one masked sum
+            pos = Tensor.arange(nbig).reshape((1,) * nr + (nbig,) + (1,) * k)
+            last = mask.where(pos, -1).max(nr, keepdim=True)
+            new = (mask & (pos == last)).where(vals, 0).sum(nr)
+            written = (last >= 0).squeeze(nr)
+        new = new._broadcast_to(tuple(self.shape[a] for a in rest + axes)).cast(self.dtype)
+        back = sorted(range(self.ndim), key=(rest + axes).__getitem__)
+        shape = tuple(self.shape[a] for a in rest + axes)
+        return new.permute(back), written._broadcast_to(shape).permute(back)
 
     def _expand_key(self, key: Any) -> list[Any]:
         key = list(key) if isinstance(key, tuple) else [key]
@@ -1168,6 +1262,29 @@ def _along(x: Tensor, axis: int, lo: int, hi: int, repeat: int = 1) -> Tensor:
     return part if repeat == 1 else part.expand(tuple(repeat if i == axis else s for i, s in enumerate(part.shape)))
 
 
+def _advanced_order(kept: list[Any], axes: list[int], items: list[Any], nr: int, nb: int) -> list[int]:
+    """The permutation from (other axes..., index shape...) to numpy's placement: the index axes go where
+    the first index was when the indices (and ints) are adjacent, else in front."""
+    where = [i for i, it in enumerate(k_ for k_ in items if k_ is not None) if not isinstance(it, slice)]
+    if where and where == list(range(where[0], where[-1] + 1)):
+        first = sum(1 for it in kept[:axes[0]] if it is None or isinstance(it, slice))
+        return list(range(first)) + list(range(nr, nr + nb)) + list(range(first, nr))
+    return list(range(nr, nr + nb)) + list(range(nr))
+
+
+def _unstride(t: Tensor, bounds: list[tuple[int, int]], steps: list[int], shape: tuple[int, ...],
+              flips: list[bool]) -> Tensor:
+    """The inverse of `flip` + `_strided_shrink`: element j of axis i goes to bounds[i][0] + j*steps[i]
+    (in the flipped axis), zeros (False) elsewhere."""
+    if any(st > 1 for st in steps):
+        ns = t.shape
+        t = t.reshape(_flat((n, 1) for n in ns)).pad(_flat(((0, 0), (0, st - 1)) for st in steps))
+        t = t.reshape(tuple(n * st for n, st in zip(ns, steps)))
+        t = t.shrink(tuple((0, min(n * st, size - b)) for n, st, size, (b, _) in zip(ns, steps, shape, bounds)))
+    t = t.pad(tuple((b, size - b - n) for n, size, (b, _) in zip(t.shape, shape, bounds)))
+    return t.flip([i for i, f in enumerate(flips) if f]) if any(flips) else t
+
+
 def _index_tensor(k: Any, size: int) -> Tensor:
     """An index tensor / list / array as an integer Tensor (bool masks would give data-dependent shapes)."""
     return _int_index(Tensor, k, "an index tensor, list or array")
@@ -1226,6 +1343,9 @@ def _view_of_storage(u: UOp) -> tuple[UOp | None, list[UOp]]:
         u = u.src[0]
     return u, chain
 
+
+# tensor-index writes up to this many are folded with wheres, more with reductions (`_advanced_scatter`)
+_UNROLLED_WRITES = 16
 
 _MOVEMENT = {Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP}
 

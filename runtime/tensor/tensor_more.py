@@ -20,6 +20,7 @@ import numpy as np
 
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.tensor import tensor_args
+from rulec.runtime.tensor.tensor_extra import ExtraOps
 
 if TYPE_CHECKING:
     from rulec.runtime.tensor.tensor import Tensor
@@ -127,7 +128,7 @@ def _ceil_extra(i: int, k: int, s: int, d: int, pads: tuple[int, int], ceil_mode
     return max(0, (out - 1) * s + span - full)
 
 
-class MoreOps:
+class MoreOps(ExtraOps):
     __slots__ = ()
     training: bool = False  # dropout only drops while True (tinygrad's Tensor.training)
 
