@@ -132,5 +132,7 @@ EGG_FORMS: dict[str, Prim | Macro | Special] = {
     # helpers of finitely many inputs egglog can name: tabulated at build time by calling them
     "reduce_start": Special("reduce_start"),
     "zero_of": Special("zero_of"),
+    # the codegen's gate implication: a subset test of conjuncts, as relations defined by rules
+    "implies": Special("implies", condition=True),
 }
 assert set(EGG_FORMS) <= set(HELPERS)

@@ -255,6 +255,13 @@ class _Variant:
                         self.atoms.append(f'(= {d} "bool")')
                     elif d != '"bool"':
                         raise Dead("a bool constant pattern on a non-bool dtype")
+        elif op is Ops.SPECIAL:  # its arg, the thread dimension, is an integer field
+            if p.arg is NOARG:
+                args = [self.fresh("a")]
+            elif type(p.arg) is int and E.is_i64(p.arg):
+                args = [str(p.arg)]
+            else:
+                raise Dead(f"SPECIAL's arg is an integer; :arg {p.arg!r} never equals it")
         elif op.name in E.ARG_OPS:
             if p.arg is not NOARG:
                 raise Dead(f"{op.name}'s arg is a tuple; a literal :arg never equals it")
@@ -433,7 +440,7 @@ class _Variant:
                 return V("srcs", t)
             if info is not None:
                 if a == "arg":
-                    if info.op is Ops.CONST:
+                    if info.op.name in E.INT_ARG_OPS:
                         return V("int", info.args[0])
                     if info.op is Ops.DEFINE_VAR:
                         return V("tuple", items=[V("str", info.args[0]), V("int", info.args[1]),
@@ -611,6 +618,16 @@ class _Variant:
         if neg:
             raise self.fail(n, "`not is_int(...)` cannot be expressed")
         return [[f"({self.em.dtype_set(names)} {d})"]]
+
+    def h_implies(self, n: ast.Call, neg: bool) -> list[list[str]]:
+        """implies(h, g): every conjunct of `g` is one of `h`'s (both split at their boolean ANDs), a
+        relation defined by rules (Emitter.implies_relation)."""
+        if neg:
+            raise self.fail(n, "`not implies(...)` cannot be expressed (a relation holds or is not derived yet)")
+        h, g = (self.val(a) for a in n.args)
+        if h.kind != "node" or g.kind != "node":
+            raise self.fail(n, "implies of two nodes only")
+        return [[f"({self.em.implies_relation()} {h.expr} {g.expr})"]]
 
     # ---------------------------------------------------------------- source lists and comprehensions
     def as_srcs(self, v: V, n: ast.AST) -> str:
@@ -960,9 +977,9 @@ class _Variant:
                 i = 1 if how == "src1" else 0
                 d = kids[i].dtype if i < len(kids) else fallback
         args: list[str] = []
-        if op is Ops.CONST:
+        if op.name in E.INT_ARG_OPS:
             if t.arg is None:
-                raise Unsupported("builds a CONST without :arg")
+                raise Unsupported(f"builds a {op.name} without :arg")
             args = [self.arg_value(t.arg)]
         elif op.name in E.ARG_OPS:
             raise Unsupported(f"builds a {op.name}, whose arg is a tuple")
@@ -1023,7 +1040,7 @@ class _Variant:
         d = _lit(self.dtype_term(t.dtype)) if t.dtype is not None else base_dt
         args = list(info.args)
         if t.arg is not None:
-            if op is Ops.CONST:
+            if op.name in E.INT_ARG_OPS:
                 args = [self.arg_value(t.arg)]
             elif op.name in E.ARG_OPS:
                 raise Unsupported(f"replace sets the tuple arg of a {op.name}")
@@ -1093,6 +1110,8 @@ def _sexp(text: str) -> list:
 
 _COSTS = {**{o.name: E.op_cost(o) for o in Ops}, E.FLOAT_CONST: E.op_cost(Ops.CONST)}
 _DTYPE_FLAGS = ("is_int", "is_float", "is_unsigned")
+# constructors of values, which extraction chooses among by cost
+_VALUE_CTORS = frozenset({*(o.name for o in E.PLAIN_OPS), "CONST", E.FLOAT_CONST})
 
 
 def _directed(query: list[str], action: str) -> tuple[list[str], str]:
@@ -1148,7 +1167,11 @@ def _directed(query: list[str], action: str) -> tuple[list[str], str]:
             return set()
         return ({t[0]} - {"SCons"}).union(*(built_heads(x) for x in t[1:]))
 
-    if built(act[2]) <= cost(act[1]) or built_heads(act[2]) <= heads(act[1]):
+    new_heads = built_heads(act[2])
+    # a node of a structural op (not elementwise, not a constant) that becomes another op is lowered even
+    # when that costs no more (a marked RANGE becomes a SPECIAL): a tie would keep the input's node
+    becomes_other = root[0] not in _VALUE_CTORS and root[0] not in new_heads
+    if new_heads <= heads(act[1]) or (built(act[2]) <= cost(act[1]) and not becomes_other):
         return query, action
     term = next(a for a in query if a.startswith(f"(= {act[1]} "))[len(f"(= {act[1]} "):-1]
     return query, f"{action} (subsume {term})"
@@ -1320,6 +1343,31 @@ class EggEmitter:
             rule("-nil", ["(= _l (SNil))"], f"({name} _l)")
             for k, alt in enumerate(pos):
                 rule(f"-cons{k}", ["(= _l (SCons _h _t))", *alt, f"({name} _t)"], f"({name} _l)")
+        self.auxes[key] = (name, "\n".join(out))
+        return name
+
+    def implies_relation(self) -> str:
+        """The relation `implies(h, g)` of runtime/codegen/helpers.py: `-conj` holds of (h, c) when c is h or
+        a conjunct of a boolean AND that is one (the conjuncts of h, and h itself, which the Python helper's
+        split would only have split further); `(implies h g)` holds when g is a conjunct of h, or a boolean
+        AND of two that h implies. The same subset test, read over e-classes: an equality the rules proved
+        is a fact, so what it adds is still true. Defined in `analysis`, complete before each pass of the
+        rules."""
+        key = ("implies", "", "")
+        hit = self.auxes.get(key)
+        if hit is not None:
+            return hit[0]
+        name = f"implies-{len(self.auxes)}"
+        self.ops_needed.add(Ops.AND)
+        out = [f"(relation {name}-conj (Node Node))", f"(relation {name} (Node Node))"]
+        and_ = '(= _h (AND _d _a _b _g)) (= _d "bool")'
+        for tag, query, action in (
+                ("-self", '(= _d (dt _h)) (= _d "bool")', f"({name}-conj _h _h)"),
+                ("-left", f"{and_} ({name}-conj _a _c)", f"({name}-conj _h _c)"),
+                ("-right", f"{and_} ({name}-conj _b _c)", f"({name}-conj _h _c)"),
+                ("-conj", f"({name}-conj _h _c)", f"({name} _h _c)"),
+                ("-and", f'(= _c (AND _d _a _b _g)) (= _d "bool") ({name} _h _a) ({name} _h _b)', f"({name} _h _c)")):
+            out.append(f"(rule ({query}) ({action}) :ruleset analysis :name {E.egg_string(name + tag)})")
         self.auxes[key] = (name, "\n".join(out))
         return name
 

@@ -1,11 +1,12 @@
 """The codegen lowering stages on the egglog engine (issue 9, "the engine is data too").
 
-The cpu and gpu lowering pipelines are copied with every stage whose rule sets egglog can run switched to
-`engine: egglog`; every public program (tests/test_schedule_counts.py) is lowered with them, run, and
-compared with numpy. The test counts the egglog runs, so it cannot pass by falling back to Python, and
-checks that each switched stage has a real egglog program. The gpu lowering renders for CUDA and OpenCL as
-the python engine's does, except where a rule that has no egglog form fired in the python lowering: such
-kernels run on OpenCL and equal numpy.
+The cpu and gpu lowering pipelines are copied with every stage of rules switched to `engine: egglog`; what
+stays Python is a `call:` step, a decision over the whole kernel (which loop to upcast and its unroll, which
+loops become thread ids, runtime/codegen/steps.py). Every public program (tests/test_schedule_counts.py) is
+lowered with them, run, and compared with numpy. The test counts the egglog runs, so it cannot pass by
+falling back to Python, and checks that each switched stage has a real egglog program. The gpu lowering
+renders for CUDA and OpenCL as the python engine's does, except where a rule that has no egglog form fired
+in the python lowering: such kernels run on OpenCL and equal numpy.
 """
 from __future__ import annotations
 
@@ -19,23 +20,33 @@ import rulec.backends.device as device_mod
 from rulec import Tensor
 from rulec.backends.render import backend, kernel_name
 from rulec.runtime.codegen import lower as lower_mod
+from rulec.runtime.codegen import steps
 from rulec.runtime.device import Device
 from rulec.runtime.engine import egraph
 from rulec.runtime.engine.trace import tracing
+from rulec.runtime.ir.dtype import dtypes
 from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
 from rulec.runtime.resources import rules_dir
-from rulec.runtime.schedule.pipeline import load_pipeline
+from rulec.runtime.schedule.pipeline import load_pipeline, run_pipeline
 from rulec.runtime.tensor import realize
 
-from test_schedule_counts import PROGRAMS, T
+from test_schedule_counts import PROGRAMS, T, rnd
 
-EGGLOG_STAGES = ("unit loops", "symbolic", "memory", "accumulators")
-EGGLOG_SETS = ["unit_loops", "index_symbolic", "kernel_memory", "reduce_to_accumulator"]  # their rule sets
-# stages that stay on Python, and why: their one rule computes with a helper that has no egglog form
-PYTHON_STAGES = {"upcast": "upcast_loop()", "thread ids": "thread_loops()"}
+EGGLOG_STAGES = ("unit loops", "symbolic", "memory", "accumulators", "thread ids")
+# the rule sets of each target's egglog stages, in pipeline order
+EGGLOG_SETS = {"cpu": ["unit_loops", "index_symbolic", "kernel_memory", "reduce_to_accumulator"],
+               "gpu": ["unit_loops", "index_symbolic", "kernel_memory", "reduce_to_accumulator",
+                       "ranges_to_thread_ids"]}
+ALL_SETS = set(EGGLOG_SETS["gpu"])
+# the Python steps: whole-kernel decisions (rules/codegen/*.pipeline.yaml `call:`), the same on both engines
+CALL_STEPS = {"cpu": {"upcast", "extract index arithmetic"}, "gpu": {"extract index arithmetic", "mark thread loops"}}
 # rules of the egglog stages that egglog cannot run (a helper without an egglog form); nothing else may be
 # skipped, so a regression in the encoding fails here
-PYTHON_ONLY_RULES = {"gated-index-drops-mod": "within_given()", "where-of-gated-load": "implies()"}
+PYTHON_ONLY_RULES = {"gated-index-drops-mod": "within_given()"}
+# rules that may fire on python and not on egglog in the programs: those above, and `where-of-gated-load`,
+# whose `z@CONST` with `z.arg == 0` matches no float zero on egglog (held as FCONST, by its bits)
+EGGLOG_GAPS = set(PYTHON_ONLY_RULES) | {"where-of-gated-load"}
 
 
 def _have_opencl() -> str | None:
@@ -58,7 +69,7 @@ def egglog_stages(text: str) -> str:
             line = "    engine: egglog"
             switched.append(stage)
         out.append(line)
-    assert sorted(switched) == sorted(EGGLOG_STAGES), switched
+    assert set(switched) <= set(EGGLOG_STAGES) and len(switched) == len(set(switched)), switched
     return "\n".join(out) + "\n"
 
 
@@ -94,23 +105,40 @@ def egglog_runs(monkeypatch):
 def test_the_switched_stages_have_egglog_programs(egglog_root):
     for target, name in lower_mod.PIPELINES.items():
         pipe = load_pipeline(egglog_root / "codegen" / name)
-        engines = {s.name: s.engine for s in pipe.stages if s.call is None}
-        assert {n for n, e in engines.items() if e == "egglog"} == set(EGGLOG_STAGES), target
-        assert {n for n, e in engines.items() if e == "python"} == set(PYTHON_STAGES) & set(engines), target
+        # every stage of rules runs on egglog: what stays Python is a `call:` step (a whole-kernel decision)
+        assert {s.name for s in pipe.stages if s.call is not None} == CALL_STEPS[target], target
+        assert all(s.engine == "egglog" for s in pipe.stages if s.call is None), target
+        assert [n for s in pipe.stages if s.call is None for n in s.rules] == EGGLOG_SETS[target], target
         for st in pipe.stages:
             for set_name in st.rules:
                 rs = pipe.ruleset(set_name)
                 skipped = dict(rs.egglog_skipped)
-                if st.name in PYTHON_STAGES:
-                    # the stage's own rule has no egglog form: running it there would change the kernel
-                    assert any(PYTHON_STAGES[st.name] in why for why in skipped.values()), (st.name, skipped)
-                    continue
                 assert rs.egglog_path is not None, set_name
                 egg = egraph.read_egg(rs.egglog_path.read_text(), set_name)
                 assert egg.rules, f"{set_name}: an empty egglog program"
                 assert len(egg.rules) + len(skipped) == len(rs.rules)
                 for rule, why in skipped.items():
                     assert PYTHON_ONLY_RULES.get(rule, "\0") in why, (set_name, rule, why)
+
+
+def test_thread_ids_are_marked_by_a_step_and_lowered_by_rules():
+    """The step only renames the chosen RANGEs' kind; the rules make each a SPECIAL of its dimension, on both
+    engines, and the ENDs stop closing it."""
+    a, b = T(np.ones((4, 6), np.float32)), T(np.ones((6, 8), np.float32))
+    (item,) = [it for it in realize.schedule(a @ b) if it.ast.op is Ops.SINK]
+    pipe = load_pipeline(rules_dir() / "codegen" / "gpu.pipeline.yaml")
+    before = pipe.without("mark thread loops", "thread ids")
+    sink, _ = run_pipeline(item.ast, before)
+    marked = steps.mark_thread_loops(sink)
+    kinds = sorted(u.arg[1] for u in marked.toposort() if u.op is Ops.RANGE)
+    assert kinds == ["reduce", "thread0", "thread1"], kinds
+    rs = pipe.ruleset("ranges_to_thread_ids")
+    for engine in ("python", "egglog"):
+        out = rs.rewrite(marked, engine=engine)
+        nodes = out.toposort()
+        assert sorted((u.arg, u.src[0].arg) for u in nodes if u.op is Ops.SPECIAL) == [(0, 8), (1, 4)], engine
+        assert [u.arg[1] for u in nodes if u.op is Ops.RANGE] == ["reduce"], engine  # the reduce loop stays
+        assert all(r.op is Ops.RANGE for u in nodes if u.op is Ops.END for r in u.src[1:]), engine
 
 
 @pytest.mark.parametrize("name,build,ref,inputs,count", PROGRAMS, ids=[p[0] for p in PROGRAMS])
@@ -130,7 +158,40 @@ def test_programs_lowered_on_egglog_equal_numpy(egglog_root, egglog_runs, monkey
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5, err_msg=name)
     # every kernel was lowered with each egglog stage, once, in order (the `extract index arithmetic` step
     # runs egglog too, on its own rule set, where it expects a gain)
-    assert [r for r in egglog_runs if r in EGGLOG_SETS] == EGGLOG_SETS * len(lowered), (name, egglog_runs)
+    assert [r for r in egglog_runs if r in ALL_SETS] == EGGLOG_SETS["cpu"] * len(lowered), (name, egglog_runs)
+
+
+def _gated_load(buf: UOp, i: UOp, gate: UOp) -> UOp:
+    return UOp(Ops.LOAD, dtypes.int32, (UOp(Ops.INDEX, buf.dtype, (buf, i, gate)),))
+
+
+def test_implies_runs_on_egglog_as_on_python():
+    """`where-of-gated-load` (its guard `implies(h, g)`, a subset test of conjuncts) fires on egglog exactly
+    where it does on python: a gate with more conjuncts implies one with fewer, in any order, not conversely."""
+    rs = load_pipeline(rules_dir() / "codegen" / "cpu.pipeline.yaml").ruleset("kernel_memory")
+    assert "where-of-gated-load" not in dict(rs.egglog_skipped)
+    buf = UOp(Ops.DEFINE_GLOBAL, dtypes.int32.ptr(16), (), 0)
+    i, j = UOp.range(16, 0), UOp.range(4, 1)
+    a, b, c = i < 12, j < 3, i < 5
+    cases = [(a & b, a, True), (a & b, b & a, True), ((a & b) & c, c & a, True), (a, a & b, False), (a, b, False)]
+    for h, g, fires in cases:
+        w = UOp(Ops.WHERE, dtypes.int32, (g, _gated_load(buf, i, h), UOp.const(dtypes.int32, 0)))
+        stats: dict = {}
+        py, egg = rs.rewrite(w), rs.rewrite(w, engine="egglog", allow_partial=True, stats=stats)
+        assert py is egg, (h, g)
+        assert (egg.op is Ops.LOAD) == fires and (stats["matches"].get("where-of-gated-load", 0) > 0) == fires
+
+
+def test_the_upcast_step_feeds_the_egglog_stages(egglog_root):
+    """The CPU pipeline's upcast (a `call:` step) runs before the egglog stages: a matmul's 16 output columns
+    become 2 iterations of 8 stores, and the egglog stages lower all of them."""
+    a, b = T(rnd(32, 48)), T(rnd(48, 16))
+    (item,) = [it for it in realize.schedule(a @ b) if it.ast.op is Ops.SINK]
+    egg = lower_with(egglog_root, item.ast, "cpu").lowered.toposort()
+    upcast = [u for u in egg if u.op is Ops.RANGE and u.arg[1] == "upcast"]
+    assert [u.src[0].arg for u in upcast] == [16 // steps.UPCAST]
+    assert sum(1 for u in egg if u.op is Ops.STORE and u.src[0].op is Ops.INDEX) == steps.UPCAST
+    assert not any(u.op is Ops.REDUCE for u in egg)  # the accumulators stage ran on every lane
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +216,7 @@ def gpu_lowerings(egglog_root):
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(egraph, "run_egglog", counted)
                 egg = lower_with(egglog_root, item.ast, "gpu")
-            assert [r for r in runs if r in EGGLOG_SETS] == EGGLOG_SETS, (name, runs)
+            assert [r for r in runs if r in ALL_SETS] == EGGLOG_SETS["gpu"], (name, runs)
             out.append((name, k, item, egg, py, fired))
     return out
 
@@ -169,9 +230,11 @@ def test_gpu_lowering_on_egglog_renders_as_the_python_one(gpu_lowerings):
             a, want = b.render(egg, kernel_name(item.ast)), b.render(py, kernel_name(item.ast))
             if a != want:
                 # only a rule that egglog cannot run may make the kernels differ
-                assert fired & set(PYTHON_ONLY_RULES), (name, k, lang, fired)
+                assert fired & EGGLOG_GAPS, (name, k, lang, fired)
                 differ.append(name)
     assert len(gpu_lowerings) > 20 and len(set(differ)) < len(PROGRAMS) // 4
+    # the thread-id rules ran on egglog: most kernels have thread ids, as the python lowering's do
+    assert sum(1 for *_, egg, _py, _f in gpu_lowerings if egg.thread_dims) > 20
 
 
 NO_CL = _have_opencl()

@@ -1,4 +1,5 @@
-"""Helpers the codegen rule files (rules/codegen/) call from guards and results. Pure functions."""
+"""Helpers the codegen rule files (rules/codegen/) call from guards and results, and the steps of
+runtime/codegen/steps.py read. Pure functions."""
 from __future__ import annotations
 
 from typing import Any
@@ -35,7 +36,7 @@ def thread_loops(sink: UOp) -> tuple[UOp, ...]:
     if not roots:
         return ()
     common = [r for r in _loops_of(roots[0]) if all(r in _loops_of(o) for o in roots[1:])]
-    ok = [r for r in common if r.op is Ops.RANGE and r.src[0].op is Ops.CONST and _kind(r) == "loop"]
+    ok = [r for r in common if r.op is Ops.RANGE and r.src[0].op is Ops.CONST and kind_of(r) == "loop"]
     # keep the nesting order of the first root: a suffix of it, so the loops left stay outside the threads
     suffix: list[UOp] = []
     for r in reversed(_loops_of(roots[0])):
@@ -45,18 +46,16 @@ def thread_loops(sink: UOp) -> tuple[UOp, ...]:
     return tuple(reversed(suffix))
 
 
-def _kind(r: UOp) -> str:
+def kind_of(r: UOp) -> str:
+    """A RANGE's kind: "loop" (the default), "reduce", "upcast", or the thread dimension it was chosen for."""
     return r.arg[1] if isinstance(r.arg, tuple) and len(r.arg) > 1 else "loop"
 
 
 def with_thread_ids(sink: UOp, loops: tuple[UOp, ...]) -> UOp:
-    """`sink` with each of `loops` replaced by a SPECIAL thread id (dimension 0 for the innermost), whose
-    source is the loop's size. The whole kernel is walked: the ENDs close the loops, so no node above
-    them has them open."""
+    """`sink` with each of `loops` replaced by a SPECIAL thread id (dimension 0 for the innermost). Kept for
+    rule files of earlier revisions (`rulec diff REV`); today a step marks the loops and rules lower them."""
     n = len(loops)
     return substitute(sink, {r: UOp(Ops.SPECIAL, dtypes.index, (r.src[0],), n - 1 - k) for k, r in enumerate(loops)})
-
-
 
 
 def implies(h: UOp, g: UOp) -> bool:
@@ -71,23 +70,24 @@ def within_given(x: UOp, gate: UOp, lo: int, hi: int) -> bool:
     return bounds is None or (lo <= bounds[0] and bounds[1] <= hi)  # None: the gate never holds
 
 
-# lanes of the upcast innermost output loop of a reduce kernel (rules/codegen/upcast.yaml); 8 measured
+# lanes of the upcast innermost output loop of a reduce kernel (runtime/codegen/steps.py); 8 measured
 # better than 4 on both a 512x512 matmul (52 vs 68 ms) and the transformer block (141 vs 165 ms)
 UPCAST = 8
 
 
 def upcast_loop(sink: UOp) -> UOp | None:
-    """The loop the `upcast` rule unrolls: the innermost loop that every store of a kernel with a REDUCE runs
-    in, of constant size a multiple of UPCAST (and at least twice it); None when there is none."""
+    """The loop `upcast` unrolls: the innermost loop that every store of a kernel with a REDUCE runs in, of
+    constant size a multiple of UPCAST (and at least twice it); None when there is none."""
     roots = [s for s in sink.src if s.op is Ops.STORE]
     if not roots or len(roots) != len(sink.src) or not any(u.op is Ops.REDUCE for u in sink.toposort()):
         return None
+
     def innermost(st: UOp) -> UOp | None:  # loops of one iteration become 0 later: not counted
         loops = [r for r in st.src[2:] if not (r.op is Ops.RANGE and r.src[0].op is Ops.CONST and r.src[0].arg == 1)]
         return loops[-1] if loops else None
 
     r = innermost(roots[0])
-    if r is None or r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST or _kind(r) != "loop":
+    if r is None or r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST or kind_of(r) != "loop":
         return None
     n = r.src[0].arg
     if n % UPCAST or n < 2 * UPCAST or any(innermost(o) is not r for o in roots[1:]):
@@ -109,7 +109,8 @@ def unroll_loop(sink: UOp, r: UOp) -> UOp:
     return UOp.sink(*stores)
 
 
-CODEGEN_HELPERS = {"zero_of": zero_of, "reduce_start": reduce_start, "thread_loops": thread_loops,
-                   "with_thread_ids": with_thread_ids, "implies": implies,
-                   "within_given": within_given,
+# thread_loops, with_thread_ids, upcast_loop and unroll_loop: for rule files of earlier revisions, whose
+# rules made the whole-kernel decisions the steps of runtime/codegen/steps.py make now
+CODEGEN_HELPERS = {"zero_of": zero_of, "reduce_start": reduce_start, "implies": implies,
+                   "within_given": within_given, "thread_loops": thread_loops, "with_thread_ids": with_thread_ids,
                    "upcast_loop": upcast_loop, "unroll_loop": unroll_loop}

@@ -6,7 +6,7 @@ program, written by rulec/emit_egglog.py) on a UOp graph with egglog's low-level
 1. **Encode.** Every node of an op the program names becomes a typed constructor
    `(OP dtype source... arg... tag)`: the dtype as its key (`int32`, `float32`, `void`,
    `float32*16*global`); the sources of a variable-arity op as one `Srcs` list (SCons/SNil);
-   CONST, DEFINE_VAR and RANGE with their arg's parts, a float constant as `(FCONST dtype bits tag)`;
+   CONST, DEFINE_VAR, RANGE and SPECIAL with their arg's parts, a float constant as `(FCONST dtype bits tag)`;
    every other non-elementwise op with an *arg reference* (ArgTable), and the tag as one too.
    What is left (other ops, args a field cannot hold) is an opaque leaf `(Opaque id)` that points
    back at the Python node; its sources are encoded as well, so rules still rewrite below it.
@@ -52,7 +52,7 @@ class EngineError(RuntimeError):
     """A rule set that the egglog engine cannot run, or a program egglog refused."""
 
 
-ENCODING_VERSION = 3  # bump whenever the prelude, the rulesets or the schedule contract change
+ENCODING_VERSION = 4  # bump whenever the prelude, the rulesets or the schedule contract change
 REQUIRED_SECTIONS = ("prelude", "analysis", "prune", "comm", "support")
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
@@ -64,7 +64,11 @@ EGG_DTYPES: dict[str, DType] = {name: d for name, d in DTYPE_BY_NAME.items()
 SCALAR_DTYPES: dict[str, DType] = {name: d for name, d in DTYPE_BY_NAME.items() if d.name == name}
 
 # Ops with an arg of their own; every other encoded op must have arg None.
-ARG_OPS = {"CONST": ("i64",), "DEFINE_VAR": ("String", "i64", "i64"), "RANGE": ("i64", "String")}
+# A SPECIAL (a GPU thread id) holds its dimension, so rules can build one (`(SPECIAL n :arg 0)`).
+ARG_OPS = {"CONST": ("i64",), "DEFINE_VAR": ("String", "i64", "i64"), "RANGE": ("i64", "String"),
+           "SPECIAL": ("i64",)}
+# ARG_OPS whose arg is one integer, held as it is (a literal :arg, `.arg` an integer in guards)
+INT_ARG_OPS = frozenset({"CONST", "SPECIAL"})
 
 # Always declared, whatever the rules mention: the index arithmetic the analysis understands.
 CORE_OPS = ("CONST", "DEFINE_VAR", "RANGE", "ADD", "SUB", "MUL", "IDIV", "MOD", "MAX", "NEG", "CMPLT",
@@ -362,6 +366,8 @@ def _encode_node(u: UOp, ops: set[Ops], args: ArgTable) -> tuple | None:
         if type(arg) is tuple and len(arg) == 2 and is_i64(arg[0]) and is_safe_str(arg[1]):
             return ("RANGE",) + arg
         return None
+    if op is Ops.SPECIAL:
+        return ("SPECIAL", arg) if type(arg) is int and is_i64(arg) else None
     if op in PLAIN_OPS:
         return (op.name,) if arg is None else None
     return (op.name, args.ref(arg))
@@ -642,6 +648,8 @@ def _decode(ctor: str, dname: str, payload: tuple, src: tuple, enc: _Encoded) ->
         return UOp(op, dt, (), tuple(payload), tag)
     if op is Ops.RANGE:
         return UOp(op, dt, src, tuple(payload), tag)
+    if op is Ops.SPECIAL:
+        return UOp(op, dt, src, payload[0], tag)
     if op in PLAIN_OPS:
         return UOp(op, dt, src, None, tag)
     return UOp(op, dt, src, enc.args.value(payload[0], enc.nodes), tag)
