@@ -1,17 +1,28 @@
 """`rulec.helpers`, as much of tinygrad's `tinygrad.helpers` as scripts written for tinygrad 0.14 reach
-for: `Context` (scoped settings, `Context(TRAINING=1)`), `getenv`, `prod`, `dedup`, `flatten`, `all_same`.
+for: `Context` (scoped settings, `Context(TRAINING=1)`), `getenv`, the settings as objects (`TRAINING`,
+`DEBUG`, `BEAM`, `JIT`, `NOOPT`: ContextVar, truthy and comparable as tinygrad's), `GlobalCounters`,
+`Timing`, `tqdm`/`trange` (a progress line on stderr), `colored`, `prod`, `dedup`, `flatten`, `all_same`.
 
 Settings: TRAINING is `Tensor.training`. Other names are kept (readable with `getenv` inside the
 context) and otherwise have no effect here: rulec has no BEAM search or DEBUG printing of its own.
+
+GlobalCounters counts what rulec's `realize` runs (kernel_count, global_mem: the bytes of the buffers
+each kernel binds, time_sum_s: the time of each realize, scheduling included). rulec does not count
+operations, so tinygrad's `global_ops` is not provided (reading it raises AttributeError saying so).
 """
 from __future__ import annotations
 
 import contextlib
 import math
 import os
-from typing import Any, Iterable, Iterator
+import sys
+import time
+from typing import Any, Generic, Iterable, Iterator, TypeVar
 
-__all__ = ["Context", "getenv", "prod", "dedup", "flatten", "all_same"]
+__all__ = ["Context", "getenv", "ContextVar", "TRAINING", "DEBUG", "BEAM", "JIT", "NOOPT", "GlobalCounters", "Timing",
+           "tqdm", "trange", "colored", "prod", "dedup", "flatten", "all_same"]
+
+T = TypeVar("T")
 
 _settings: dict[str, Any] = {}
 
@@ -77,3 +88,187 @@ def flatten(xss: Iterable[Iterable[Any]]) -> list[Any]:
 
 def all_same(xs: list[Any]) -> bool:
     return all(x == xs[0] for x in xs)
+
+
+class ContextVar:
+    """A setting as an object (`if TRAINING: ...`, `DEBUG >= 2`): its value is getenv(key, default), read
+    each time, so a Context or Tensor.training change is seen."""
+
+    def __init__(self, key: str, default: Any):
+        self.key, self.default = key, default
+
+    @property
+    def value(self) -> Any:
+        return getenv(self.key, self.default)
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __eq__(self, x: object) -> bool:
+        return self.value == x
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __ge__(self, x: Any) -> bool:
+        return self.value >= x
+
+    def __gt__(self, x: Any) -> bool:
+        return self.value > x
+
+    def __le__(self, x: Any) -> bool:
+        return self.value <= x
+
+    def __lt__(self, x: Any) -> bool:
+        return self.value < x
+
+    def __repr__(self) -> str:
+        return f"ContextVar({self.key!r}, value={self.value!r})"
+
+
+TRAINING, DEBUG, BEAM = ContextVar("TRAINING", 0), ContextVar("DEBUG", 0), ContextVar("BEAM", 0)
+JIT, NOOPT = ContextVar("JIT", 1), ContextVar("NOOPT", 0)
+
+
+class _CountersMeta(type):
+    def __getattr__(cls, name: str) -> Any:
+        if name == "global_ops":
+            raise AttributeError("GlobalCounters.global_ops is not provided by rulec: rulec does not count the "
+                                 "operations its kernels run (kernel_count, global_mem and time_sum_s are counted)")
+        raise AttributeError(f"type object 'GlobalCounters' has no attribute {name!r}")
+
+
+class _GlobalCounters(metaclass=_CountersMeta):
+    """`GlobalCounters`: what rulec's realize ran since the last reset(): kernels, bytes bound, seconds
+    (see the module doc). Counting starts when a program first asks for GlobalCounters."""
+
+    kernel_count: int = 0
+    global_mem: int = 0
+    time_sum_s: float = 0.0
+
+    @staticmethod
+    def reset() -> None:
+        _GlobalCounters.kernel_count, _GlobalCounters.global_mem, _GlobalCounters.time_sum_s = 0, 0, 0.0
+
+
+class _CountingWatcher:
+    """A realize watcher (rulec.runtime.tensor.realize.WATCHERS) feeding GlobalCounters."""
+
+    def __init__(self) -> None:
+        self._starts: list[float] = []  # a watcher may see a realize inside another (nested realizes)
+
+    def before_realize(self, tensors: Any) -> None:
+        self._starts.append(time.perf_counter())
+
+    def after_realize(self, tensors: Any, items: list[Any]) -> None:
+        now = time.perf_counter()
+        _GlobalCounters.time_sum_s += now - (self._starts.pop() if self._starts else now)
+        for item in items:
+            if not item.is_copy:
+                _GlobalCounters.kernel_count += 1
+            _GlobalCounters.global_mem += sum(b.arg * b.dtype.itemsize for b in item.buffers)
+
+
+_watcher: _CountingWatcher | None = None
+
+
+def count_kernels() -> None:
+    """Start feeding GlobalCounters (idempotent). Done when a program first asks for GlobalCounters, so
+    that programs that never read it pay nothing (and importing rulec.helpers stays cheap)."""
+    global _watcher
+    if _watcher is None:
+        from rulec.runtime.tensor import realize
+
+        _watcher = _CountingWatcher()
+        realize.WATCHERS.append(_watcher)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "GlobalCounters":
+        count_kernels()
+        return _GlobalCounters
+    raise AttributeError(f"module 'rulec.helpers' has no attribute {name!r}")
+
+
+class Timing(contextlib.ContextDecorator):
+    """`with Timing("step "): ...` prints the block's wall time in ms (to stdout, as tinygrad)."""
+
+    def __init__(self, prefix: str = "", on_exit: Any = None, enabled: bool = True):
+        self.prefix, self.on_exit, self.enabled = prefix, on_exit, enabled
+
+    def __enter__(self) -> Timing:
+        self.st = time.perf_counter_ns()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.et = time.perf_counter_ns() - self.st
+        if self.enabled:
+            print(f"{self.prefix}{self.et * 1e-6:6.2f} ms" + (self.on_exit(self.et) if self.on_exit else ""))
+
+
+class tqdm(Generic[T]):  # noqa: N801 - tinygrad's (and tqdm's) spelling
+    """A progress line on stderr: `for i in trange(n)`, `t.set_description(...)`, `t.update(k)`."""
+
+    def __init__(self, iterable: Iterable[T] | None = None, desc: str = "", disable: bool = False, unit: str = "it",
+                 unit_scale: bool = False, total: int | None = None, rate: int = 10):
+        self.iterable, self.desc, self.disable, self.unit = iterable, desc, disable, unit
+        sized = hasattr(iterable, "__len__")
+        self.total = total if total is not None else len(iterable) if sized else None  # type: ignore[arg-type]
+        self.n, self.st, self.rate, self._shown = 0, time.perf_counter(), rate, 0.0
+
+    def __iter__(self) -> Iterator[T]:
+        if self.iterable is None:
+            raise ValueError("tqdm: iterating needs an iterable (tqdm(iterable) or trange(n))")
+        try:
+            for x in self.iterable:
+                yield x
+                self.update(1)
+        finally:
+            self.close()
+
+    def __enter__(self) -> tqdm[T]:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def set_description(self, desc: str) -> None:
+        self.desc = desc
+        self._show(force=False)
+
+    def update(self, n: int = 0) -> None:
+        self.n += n
+        self._show(force=False)
+
+    def close(self) -> None:
+        if not self.disable:
+            self._show(force=True)
+            print(file=sys.stderr)
+            self.disable = True
+
+    def _show(self, force: bool) -> None:
+        now = time.perf_counter()
+        if self.disable or (not force and now - self._shown < 1 / self.rate):
+            return
+        self._shown = now
+        of = f"/{self.total}" if self.total is not None else ""
+        desc = f"{self.desc}: " if self.desc else ""
+        print(f"\r{desc}{self.n}{of} {self.unit} [{now - self.st:.1f}s]", end="", file=sys.stderr, flush=True)
+
+
+def trange(n: int, **kwargs: Any) -> tqdm[int]:
+    return tqdm(range(n), total=n, **kwargs)
+
+
+_COLORS = ("black", "red", "green", "yellow", "blue", "magenta", "cyan", "white")
+
+
+def colored(st: str, color: str | None, background: bool = False) -> str:
+    """`st` in an ANSI color (`color` one of black, red, green, yellow, blue, magenta, cyan, white; an
+    upper-case name is the bright one); None leaves it plain."""
+    if color is None:
+        return st
+    if color.lower() not in _COLORS:
+        raise ValueError(f"colored: unknown color {color!r}: expected one of {', '.join(_COLORS)} (or upper case)")
+    code = 10 * background + 60 * color.isupper() + 30 + _COLORS.index(color.lower())
+    return f"\u001b[{code}m{st}\u001b[0m"

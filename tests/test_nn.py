@@ -87,7 +87,7 @@ def test_batchnorm_in_training_and_in_evaluation():
     n = x.size / 3
     close(bn.running_mean, 0.1 * mean)
     close(bn.running_var, 0.9 + 0.1 * var * n / (n - 1))
-    assert bn.num_batches_tracked.numpy().tolist() == [1]
+    assert bn.num_batches_tracked.numpy().tolist() == 1
     rm, rv = bn.running_mean.numpy(), bn.running_var.numpy()
     close(bn(Tensor(x)), (x - rm.reshape(shape)) / np.sqrt(rv.reshape(shape) + 1e-5) * bn.weight.numpy().reshape(shape)
           + bn.bias.numpy().reshape(shape))

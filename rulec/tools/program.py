@@ -3,6 +3,9 @@
 The script runs as `__main__` with its own folder first on `sys.path` and `sys.argv` set to its
 arguments. If it raises, the traceback is printed as Python prints it, from the script's own frames
 (rulec's runner frames are left out), and the status is 1; `sys.exit(n)` gives status n.
+
+A script written for tinygrad 0.14 runs as written: while it runs, `import tinygrad` is served by rulec
+(rulec.compat, docs/tinygrad.md), unless `tinygrad=False` (`rulec run --no-tinygrad`).
 """
 from __future__ import annotations
 
@@ -35,8 +38,11 @@ class ProgramResult:
     error: BaseException | None = None
 
 
-def run_program(path: str | Path, argv: list[str] | None = None) -> ProgramResult:
-    """Run the script at `path` to its end; never raises for the script's own errors."""
+def run_program(path: str | Path, argv: list[str] | None = None, tinygrad: bool = True) -> ProgramResult:
+    """Run the script at `path` to its end; never raises for the script's own errors. `tinygrad`: serve
+    `import tinygrad` from rulec while it runs."""
+    from rulec.compat import tinygrad_layer
+
     script = Path(path)
     if not script.is_file():
         raise ProgramNotFound(f"{path}: no such file" if not script.exists() else f"{path}: not a file")
@@ -44,7 +50,8 @@ def run_program(path: str | Path, argv: list[str] | None = None) -> ProgramResul
     sys.argv = [str(script), *(argv or [])]
     sys.path.insert(0, str(script.resolve().parent))
     try:
-        runpy.run_path(str(script), run_name="__main__")
+        with tinygrad_layer(tinygrad):
+            runpy.run_path(str(script), run_name="__main__")
         return ProgramResult(0)
     except SystemExit as e:
         return ProgramResult(_exit_status(e.code), e if e.code not in (None, 0) else None)
@@ -77,7 +84,7 @@ def _print_script_traceback(e: BaseException, script: Path) -> None:
 
 
 def run_traced(path: str | Path, argv: list[str] | None = None, keep_events: bool = True,
-               script_stdout_to_stderr: bool = True) -> tuple[ProgramResult, Any]:
+               script_stdout_to_stderr: bool = True, tinygrad: bool = True) -> tuple[ProgramResult, Any]:
     """Run a script with a trace recording; the script's own prints go to stderr, so that what the tool
     prints on stdout (a trace, a table, JSON) stays clean."""
     from rulec.runtime.engine.trace import tracing
@@ -85,7 +92,7 @@ def run_traced(path: str | Path, argv: list[str] | None = None, keep_events: boo
     with tracing(keep_events=keep_events) as trace:
         if script_stdout_to_stderr:
             with contextlib.redirect_stdout(sys.stderr):
-                result = run_program(path, argv)
+                result = run_program(path, argv, tinygrad)
         else:
-            result = run_program(path, argv)
+            result = run_program(path, argv, tinygrad)
     return result, trace

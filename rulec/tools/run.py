@@ -1,4 +1,8 @@
-"""`rulec run FILE.py [--check] [--emit DIR] [-- ARGS...]`: run a script that uses `rulec.Tensor`, then summarize what rulec did.
+"""`rulec run FILE.py [--check] [--emit DIR] [--no-tinygrad] [-- ARGS...]`: run a script that uses `rulec.Tensor`,
+then summarize what rulec did.
+
+A script written for tinygrad 0.14 runs unchanged: `import tinygrad` is served by rulec while it runs
+(rulec.compat, docs/tinygrad.md); --no-tinygrad leaves `tinygrad` to the real package.
 
 The script's own output goes to stdout as usual; the summary tables go to stderr. With --check every
 realized output is compared with a float64 numpy evaluation (rulec/tools/oracle.py) and a mismatch makes
@@ -58,7 +62,7 @@ def _run(args: argparse.Namespace, console: Any) -> int:
         with tracing.tracing(keep_events=False) as trace, LiveCount(console, f"running {args.file}", trace) as live:
             realize.WATCHERS.append(live)
             try:
-                result = run_program(args.file, args.args)
+                result = run_program(args.file, args.args, tinygrad=not args.no_tinygrad)
             finally:
                 realize.WATCHERS.remove(live)
     except ProgramNotFound as e:
@@ -98,6 +102,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="compare every realized output with a float64 numpy evaluation; exit 1 on a mismatch")
     r.add_argument("--emit", metavar="DIR", help="write every kernel in C, OpenCL, CUDA and Metal into DIR")
     r.add_argument("-q", "--quiet", action="store_true", help="no summary tables (errors only)")
+    r.add_argument("--no-tinygrad", action="store_true",
+                   help="leave `import tinygrad` to the real tinygrad (by default rulec serves it: docs/tinygrad.md)")
     add_program_arguments(r, "FILE.py")
     r.set_defaults(func=cmd_run)
     return r

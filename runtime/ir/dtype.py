@@ -127,6 +127,31 @@ class dtypes:
     double = float64
     int = int32
     long = int64
+    char, uchar, short, ushort, uint, ulong = int8, uint8, int16, uint16, uint32, uint64
+
+    # what Python floats and ints become; a script may set them, as in tinygrad
+    default_float = float32
+    default_int = int32
+
+    @staticmethod
+    def is_float(dt: DType) -> bool:
+        return dt.is_float
+
+    @staticmethod
+    def is_int(dt: DType) -> bool:
+        return dt.is_int
+
+    @staticmethod
+    def is_unsigned(dt: DType) -> bool:
+        return dt.is_unsigned
+
+    @staticmethod
+    def from_py(x) -> DType:
+        """The dtype a Python value (or a nested list of them) becomes."""
+        if isinstance(x, (list, tuple)):
+            return max((dtypes.from_py(v) for v in x), key=lambda d: d.priority, default=dtypes.default_float)
+        return dtypes.bool if isinstance(x, bool) else dtypes.default_int if isinstance(x, int) \
+            else dtypes.default_float
 
     @staticmethod
     def all() -> tuple[DType, ...]:
@@ -141,7 +166,10 @@ class dtypes:
 
 
 ALL_DTYPES: tuple[DType, ...] = tuple(v for k, v in vars(dtypes).items() if isinstance(v, DType) and k == v.name)
-DTYPE_BY_NAME: dict[str, DType] = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType)}
+DTYPE_BY_NAME: dict[str, DType] = {k: v for k, v in vars(dtypes).items()
+                                   if isinstance(v, DType) and not k.startswith("default_")}
+dtypes.floats = tuple(d for d in ALL_DTYPES if d.kind == "float")  # type: ignore[attr-defined]
+dtypes.ints = tuple(d for d in ALL_DTYPES if d.kind in ("int", "uint"))  # type: ignore[attr-defined]
 
 
 def python_value(dt: DType, v):

@@ -100,9 +100,10 @@ class BatchNorm:
         self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
         self.weight: Tensor | None = Tensor.ones(sz) if affine else None
         self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
-        self.num_batches_tracked = Tensor.zeros(1, dtype="int32")
+        # the running statistics are state, not parameters: an optimizer realizes them, never trains them
+        self.num_batches_tracked = Tensor.zeros(dtype="int64").is_param_(False)
         if track_running_stats:
-            self.running_mean, self.running_var = Tensor.zeros(sz), Tensor.ones(sz)
+            self.running_mean, self.running_var = Tensor.zeros(sz).is_param_(False), Tensor.ones(sz).is_param_(False)
 
     def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
         axes = tuple(a for a in range(x.ndim) if a != 1)

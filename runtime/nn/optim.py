@@ -16,9 +16,15 @@ __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
 class Optimizer:
     def __init__(self, params: Sequence[Tensor], lr: float):
         # parameters that asked not to be trained are left out; the others are trained (tinygrad's rule:
-        # requires_grad None means "yes, once an optimizer holds it")
+        # requires_grad None means "yes, once an optimizer holds it"). A tensor marked `is_param_(False)`
+        # (BatchNorm's running statistics) is not trained, but realized with each step, as in tinygrad.
         unique: list[Tensor] = []
+        self.state: list[Tensor] = []
         for p in params:
+            if not getattr(p, "is_param", True):
+                if all(p is not q for q in self.state):
+                    self.state.append(p)
+                continue
             if getattr(p, "requires_grad", None) is None:
                 try:
                     p.requires_grad = True
@@ -44,7 +50,7 @@ class Optimizer:
         if missing:
             raise RuntimeError(f"optimizer step: parameters {missing[:5]} have no gradient (call backward() first)")
         self._update()
-        return self.params + self.buffers
+        return self.params + self.buffers + self.state
 
     def _update(self) -> None:
         raise NotImplementedError

@@ -73,7 +73,7 @@ def compute_gradients(root: UOp, root_grad: UOp, targets: list[UOp]) -> list[UOp
 class Autograd:
     """`backward`, `gradient`, `.grad` and `requires_grad` of `Tensor`."""
 
-    __slots__ = ("_grad", "_requires_grad")
+    __slots__ = ("_grad", "_requires_grad", "_is_param")
 
     def _init_autograd(self, requires_grad: bool | None) -> None:
         if requires_grad is not None and not isinstance(requires_grad, bool):
@@ -108,6 +108,22 @@ class Autograd:
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         self.requires_grad = requires_grad
+        return self  # type: ignore[return-value]
+
+    @property
+    def is_param(self) -> bool:
+        """Whether an optimizer given this tensor trains it (True, the default) or only realizes it with
+        each step (False: state such as BatchNorm's running statistics), as tinygrad 0.14's."""
+        return getattr(self, "_is_param", True)
+
+    @is_param.setter
+    def is_param(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"is_param must be True or False, not {type(value).__name__}")
+        self._is_param = value
+
+    def is_param_(self, is_param: bool = True) -> Tensor:
+        self.is_param = is_param
         return self  # type: ignore[return-value]
 
     def detach(self) -> Tensor:

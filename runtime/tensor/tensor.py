@@ -54,8 +54,6 @@ from rulec.runtime.ir.uop import UOp
 __all__ = ["Tensor", "dtypes", "least_upper_dtype"]
 
 Scalar = bool | int | float
-DEFAULT_FLOAT = dtypes.float32
-DEFAULT_INT = dtypes.int32
 _LOG2_E = 1 / math.log(2)
 _LN_2 = math.log(2)
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -81,7 +79,7 @@ def least_upper_dtype(*dts: DType) -> DType:
 
 
 def _scalar_dtype(v: Scalar) -> DType:
-    return dtypes.bool if isinstance(v, bool) else DEFAULT_INT if isinstance(v, int) else DEFAULT_FLOAT
+    return dtypes.bool if isinstance(v, bool) else dtypes.default_int if isinstance(v, int) else dtypes.default_float
 
 
 def _promote(items: Sequence[Tensor | Scalar]) -> DType:
@@ -106,7 +104,7 @@ def _sum_dtype(dt: DType) -> DType:
 
 
 def _float_dtype(dt: DType) -> DType:
-    return dt if dt.is_float else DEFAULT_FLOAT
+    return dt if dt.is_float else dtypes.default_float
 
 
 def _numpy_to_dtype(arr: np.ndarray, from_python: bool) -> DType:
@@ -118,9 +116,9 @@ def _numpy_to_dtype(arr: np.ndarray, from_python: bool) -> DType:
     if arr.dtype.kind in "iu":
         fits = arr.size == 0 or (arr.min() >= dtypes.int32.min and arr.max() <= dtypes.int32.max)
         # numpy makes ints in [2**63, 2**64) uint64: int64 would turn them negative
-        return DEFAULT_INT if fits else dtypes.uint64 if arr.max() > dtypes.int64.max else dtypes.int64
+        return dtypes.default_int if fits else dtypes.uint64 if arr.max() > dtypes.int64.max else dtypes.int64
     if arr.dtype.kind == "f":
-        return DEFAULT_FLOAT
+        return dtypes.default_float
     raise TypeError(f"cannot make a Tensor from Python data of numpy dtype {arr.dtype}")
 
 
@@ -265,7 +263,7 @@ class Tensor(MoreOps, Autograd):
         """An uninitialized buffer of this shape (float32 by default)."""
         dev = _device(device)
         shape, dtype = _varshape(shape), to_dtype(dtype)
-        return Tensor(_reshape_buffer(buffers.new_buffer_uop(dtype or DEFAULT_FLOAT, int(prod(shape)), dev), shape))
+        return Tensor(_reshape_buffer(buffers.new_buffer_uop(dtype or dtypes.default_float, int(prod(shape)), dev), shape))
 
     @staticmethod
     def full(shape: Any, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
@@ -275,11 +273,11 @@ class Tensor(MoreOps, Autograd):
 
     @staticmethod
     def zeros(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-        return Tensor.full(_varshape(shape), 0, to_dtype(dtype) or DEFAULT_FLOAT, device)
+        return Tensor.full(_varshape(shape), 0, to_dtype(dtype) or dtypes.default_float, device)
 
     @staticmethod
     def ones(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-        return Tensor.full(_varshape(shape), 1, to_dtype(dtype) or DEFAULT_FLOAT, device)
+        return Tensor.full(_varshape(shape), 1, to_dtype(dtype) or dtypes.default_float, device)
 
     def zeros_like(self, dtype: DType | str | None = None) -> Tensor:
         return Tensor.zeros(self.shape, dtype=to_dtype(dtype) or self.dtype)
@@ -301,7 +299,7 @@ class Tensor(MoreOps, Autograd):
             start, stop = 0, start
         n = tensor_args.arange_length(start, stop, step)
         if dtype is None:
-            dtype = DEFAULT_FLOAT if any(isinstance(v, float) for v in (start, stop, step)) else DEFAULT_INT
+            dtype = dtypes.default_float if any(isinstance(v, float) for v in (start, stop, step)) else dtypes.default_int
         tensor_args.check_arange_fits(start, step, n, dtype)
         index_dtype = tensor_args.arange_index_dtype(n, dtype)
         # a narrow integer dtype too small for the indices computes in the index dtype, then casts
@@ -329,7 +327,7 @@ class Tensor(MoreOps, Autograd):
         on the device with threefry, so the values differ from tinygrad's)."""
         dev = _device(device)
         shape = _varshape(shape)
-        dtype = to_dtype(dtype) or DEFAULT_FLOAT
+        dtype = to_dtype(dtype) or dtypes.default_float
         values = np.asarray(Tensor._rng(seed).random(shape, dtype=np.float32))
         return Tensor(values.astype(buffers.numpy_dtype(dtype)), dev, dtype=dtype)
 
@@ -338,7 +336,7 @@ class Tensor(MoreOps, Autograd):
         """Standard normal; host-generated like `rand`."""
         dev = _device(device)
         shape = _varshape(shape)
-        dtype = to_dtype(dtype) or DEFAULT_FLOAT
+        dtype = to_dtype(dtype) or dtypes.default_float
         values = np.asarray(Tensor._rng(seed).standard_normal(shape, dtype=np.float32))
         return Tensor(values.astype(buffers.numpy_dtype(dtype)), dev, dtype=dtype)
 
@@ -371,7 +369,7 @@ class Tensor(MoreOps, Autograd):
     def _binary(self, op: Ops, other: Any, reverse: bool = False, float_only: bool = False) -> Tensor:
         a, b = Tensor._operands(other, self) if reverse else Tensor._operands(self, other)
         if float_only and not a.dtype.is_float:
-            a, b = a.cast(DEFAULT_FLOAT), b.cast(DEFAULT_FLOAT)
+            a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
         return Tensor(UOp(op, a.dtype, (a.uop, b.uop)))
 
     def _compare(self, op: Ops, other: Any, reverse: bool = False) -> Tensor:
