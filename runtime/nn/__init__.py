@@ -53,26 +53,8 @@ class Conv2d:
 def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1,
                      stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1,
                      padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0) -> Tensor:
-    """The transposed convolution (the gradient of conv2d with respect to its input), weight of shape
-    (in, out // groups, kh, kw): the input spread out by `stride` (zeros between), padded by
-    dilation*(k-1)-padding, convolved with the flipped, transposed weight."""
-    if x.ndim != 4 or weight.ndim != 4:
-        raise ValueError(f"conv_transpose2d needs a 4-d input and weight, got {x.shape} and {weight.shape}")
-    n, cin, h, w = x.shape
-    cin_w, cout_g, kh, kw = weight.shape
-    if cin != cin_w or cin % groups:
-        raise ValueError(f"conv_transpose2d: input {x.shape} does not match weight {weight.shape} with groups={groups}")
-    (sh, sw), (dh, dw), (ph, pw), (oph, opw) = _pair(stride), _pair(dilation), _pair(padding), _pair(output_padding)
-    if sh > 1 or sw > 1:  # zeros between the input's elements: (h, 1) padded to (h, s), flattened, the tail cut
-        x = x.reshape(n, cin, h, 1, w, 1).pad(((0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)))
-        x = x.reshape(n, cin, h * sh, w * sw)[:, :, : (h - 1) * sh + 1, : (w - 1) * sw + 1]
-    wt = weight.reshape(groups, cin // groups, cout_g, kh, kw).permute(0, 2, 1, 3, 4).flip((3, 4))
-    wt = wt.reshape(groups * cout_g, cin // groups, kh, kw)
-    pad_h, pad_w = dh * (kh - 1) - ph, dw * (kw - 1) - pw
-    if pad_h < 0 or pad_w < 0:
-        raise ValueError(f"conv_transpose2d: padding {padding} is larger than dilation*(kernel-1)")
-    x = x.pad(((0, 0), (0, 0), (pad_h, pad_h + oph), (pad_w, pad_w + opw)))
-    return x.conv2d(wt, bias, groups, 1, (dh, dw), 0)
+    """The transposed convolution, weight of shape (in, out // groups, kh, kw): `Tensor.conv_transpose2d`."""
+    return x.conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding)
 
 
 class ConvTranspose2d(Conv2d):

@@ -41,10 +41,11 @@ import numpy as np
 
 from rulec.runtime import buffers
 from rulec.runtime.tensor import tensor_args
+from rulec.runtime.tensor.tensor_args import to_dtype
 from rulec.runtime.device import Device
 from rulec.runtime.tensor.autograd import Autograd
 from rulec.runtime.tensor.live import all_tensors, graph_devices, is_virtual
-from rulec.runtime.tensor.tensor_more import MoreOps, _int_index
+from rulec.runtime.tensor.tensor_more import MoreOps
 from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.engine.helpers import identity_element
 from rulec.runtime.ir.ops import Ops
@@ -1239,15 +1240,6 @@ def _same_device(items: tuple) -> None:
         raise ValueError(f"tensors on different devices ({shapes}): move one with .to(device) first")
 
 
-def to_dtype(dtype: DType | str | None) -> DType | None:
-    """A dtype argument: a DType, its name (`"int32"`, or an alias such as `"float"`), or None."""
-    if dtype is None or isinstance(dtype, DType):
-        return dtype
-    if isinstance(dtype, str):
-        return dtypes.from_name(dtype)
-    raise TypeError(f"expected a dtype or a dtype name, not {type(dtype).__name__}")
-
-
 def _check_tensors(name: str, args: tuple) -> None:
     for i, t in enumerate(args):
         if not isinstance(t, Tensor):
@@ -1285,7 +1277,7 @@ def _unstride(t: Tensor, bounds: list[tuple[int, int]], steps: list[int], shape:
 
 def _index_tensor(k: Any, size: int) -> Tensor:
     """An index tensor / list / array as an integer Tensor (bool masks would give data-dependent shapes)."""
-    return _int_index(Tensor, k, "an index tensor, list or array")
+    return tensor_args.int_index(Tensor, k, "an index tensor, list or array")
 
 
 def _weak(value: Scalar, dtype: DType) -> Tensor:

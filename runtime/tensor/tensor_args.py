@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.uop import UOp
+
+if TYPE_CHECKING:
+    from rulec.runtime.tensor.tensor import Tensor
 
 __all__ = ["AxisError", "as_int", "int_tuple", "new_shape", "axis", "axes", "int_pair", "pad_pairs", "python_data",
            "shrink_bounds", "const_value", "arange_length", "arange_index_dtype", "check_arange_fits"]
@@ -213,3 +216,60 @@ def check_arange_fits(start: Any, step: Any, n: int, dtype: DType) -> None:
     last = start + (n - 1) * step
     if n and dtype.kind in ("int", "uint") and not (dtype.min <= min(start, last) and max(start, last) <= dtype.max):
         raise ValueError(f"arange values from {start} to {last} do not fit {dtype.name}: give a wider dtype")
+
+
+def to_dtype(dtype: DType | str | None) -> DType | None:
+    """A dtype argument: a DType, its name (`"int32"`, or an alias such as `"float"`), or None."""
+    if dtype is None or isinstance(dtype, DType):
+        return dtype
+    if isinstance(dtype, str):
+        return dtypes.from_name(dtype)
+    raise TypeError(f"expected a dtype or a dtype name, not {type(dtype).__name__}")
+
+
+def one_hot_along(index: Tensor, n: int, dim: int) -> Tensor:
+    """Bool mask: the last axis of size n (indices 0..n-1) is True where it equals `index` (unsqueezed)."""
+    T = type(index)
+    return index.unsqueeze(dim) == T.arange(n).reshape(tuple(n if i == dim % (index.ndim + 1) else 1
+                                                             for i in range(index.ndim + 1)))
+
+
+def int_index(T: type, idx: Any, what: str) -> Tensor:
+    """An index argument as an integer tensor (of class T): Tensors, lists and arrays of ints."""
+    if not isinstance(idx, T):
+        arr = np.asarray(idx)
+        if arr.size == 0:
+            arr = arr.astype(np.int32)
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"{what} must hold integers, got {arr.dtype} of shape {arr.shape}")
+        fits = arr.dtype.itemsize <= 4 or (arr.size and abs(arr).max() < 2 ** 31)
+        idx = T(arr.astype(np.int32) if fits else arr)
+    if idx.dtype.kind not in ("int", "uint"):
+        mask = "; bool masks are not supported (their result shape depends on the data)" \
+            if idx.dtype.kind == "bool" else ""
+        raise TypeError(f"{what} must be an integer tensor, not {idx.dtype.name} of shape {idx.shape}{mask}")
+    return idx
+
+
+def pool_pads(padding: Any, nd: int, what: str) -> list[tuple[int, int]]:
+    """Pooling padding: an int, one per axis, or torch-style (left, right, top, bottom), per spatial axis."""
+    if isinstance(padding, int) and not isinstance(padding, bool):
+        pads = [(padding, padding)] * nd
+    else:
+        p = int_tuple(padding, (), f"{what} padding")
+        if len(p) == nd:
+            pads = [(x, x) for x in p]
+        elif len(p) == 2 * nd:  # torch order: last axis first
+            pads = [(p[2 * i], p[2 * i + 1]) for i in reversed(range(nd))]
+        else:
+            raise ValueError(f"{what} padding must be an int, {nd} ints or {2 * nd} ints, got {padding}")
+    if any(a < 0 or b < 0 for a, b in pads):
+        raise ValueError(f"{what} padding must be >= 0, got {padding}")
+    return pads
+
+
+def tuple_of(v: Any, nd: int, what: str) -> tuple[int, ...]:
+    t = (v,) * nd if isinstance(v, int) and not isinstance(v, bool) else int_tuple(v, (), what)
+    if len(t) != nd or min(t) < 1:
+        raise ValueError(f"{what} must be {nd} ints >= 1, got {v}")
+    return t

@@ -40,9 +40,7 @@ def _dtypes() -> Any:
 
 
 def _to_dtype(dtype: Any) -> Any:
-    from rulec.runtime.tensor.tensor import to_dtype
-
-    return to_dtype(dtype)
+    return tensor_args.to_dtype(dtype)
 
 
 def _check_ints(name: str, *xs: Tensor) -> None:
@@ -493,12 +491,11 @@ class ExtraOps:
         """self with src reduced into the places index names along dim (torch.scatter_reduce): "sum",
         "prod", "mean", "amax" or "amin"; include_self=False leaves self's value out where something is
         written. An integer mean rounds toward -inf (torch)."""
-        from rulec.runtime.tensor.tensor_more import _int_index, _one_hot_along
 
         T = type(self)
         if reduce not in _SCATTER_REDUCES:
             raise ValueError(f"scatter_reduce reduce must be one of {_SCATTER_REDUCES}, not {reduce!r}")
-        index = _int_index(T, index, "scatter_reduce index")
+        index = tensor_args.int_index(T, index, "scatter_reduce index")
         d = tensor_args.axis(dim, self.ndim, self.shape, "scatter_reduce dim")
         if index.ndim != self.ndim or any(a > b for i, (a, b) in enumerate(zip(index.shape, self.shape)) if i != d):
             raise ValueError(f"scatter_reduce: index {index.shape} does not fit self {self.shape} on dim {dim}")
@@ -506,7 +503,7 @@ class ExtraOps:
             raise ValueError(f"scatter_reduce: src {getattr(src, 'shape', src)} is smaller than index {index.shape}")
         src = src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
         n = self.shape[d]
-        hit = _one_hot_along((index < 0).where(index + n, index), n, d + 1)  # (.., m, n, ..)
+        hit = tensor_args.one_hot_along((index < 0).where(index + n, index), n, d + 1)  # (.., m, n, ..)
         vals = src.unsqueeze(d + 1)
         grow = tuple((0, 0) if i == d else (0, s - t) for i, (s, t) in enumerate(zip(self.shape, index.shape)))
         count = hit.sum(d).pad(grow)
@@ -536,15 +533,14 @@ class ExtraOps:
         """The inverse of max_pool2d(return_indices=True): each value goes to the flat position its index
         names in the output's last len(kernel_size) axes; the rest is 0. Without output_size, the size
         is torch's (i - 1) * stride - padding + dilation * (k - 1) + 1 per axis."""
-        from rulec.runtime.tensor.tensor_more import _int_index, _pool_pads, _tuple_of
 
         T = type(self)
         nd = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2
-        ks = _tuple_of(kernel_size, nd, "max_unpool2d kernel_size")
-        st = ks if stride is None else _tuple_of(stride, nd, "max_unpool2d stride")
-        dl = _tuple_of(dilation, nd, "max_unpool2d dilation")
-        pads = _pool_pads(padding, nd, "max_unpool2d")
-        indices = _int_index(T, indices, "max_unpool2d indices")
+        ks = tensor_args.tuple_of(kernel_size, nd, "max_unpool2d kernel_size")
+        st = ks if stride is None else tensor_args.tuple_of(stride, nd, "max_unpool2d stride")
+        dl = tensor_args.tuple_of(dilation, nd, "max_unpool2d dilation")
+        pads = tensor_args.pool_pads(padding, nd, "max_unpool2d")
+        indices = tensor_args.int_index(T, indices, "max_unpool2d indices")
         if indices.shape != self.shape or self.ndim < nd:
             raise ValueError(f"max_unpool2d: indices {indices.shape} must match self {self.shape} (>= {nd} axes)")
         ins = self.shape[-nd:]
@@ -564,10 +560,32 @@ class ExtraOps:
 
     def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Any = 1,
                          dilation: Any = 1, padding: Any = 0, output_padding: Any = 0) -> Tensor:
-        """The transposed convolution, weight (in, out // groups, kh, kw) (rulec.nn.conv_transpose2d)."""
-        from rulec.runtime.nn import conv_transpose2d
+        """The transposed convolution (the gradient of conv2d with respect to its input), weight of shape
+        (in, out // groups, kh, kw): the input spread out by `stride` (zeros between), padded by
+        dilation*(k-1)-padding, convolved with the flipped, transposed weight."""
+        x = self
+        if x.ndim != 4 or weight.ndim != 4:
+            raise ValueError(f"conv_transpose2d needs a 4-d input and weight, got {x.shape} and {weight.shape}")
+        n, cin, h, w = x.shape
+        cin_w, cout_g, kh, kw = weight.shape
+        if cin != cin_w or cin % groups:
+            raise ValueError(f"conv_transpose2d: input {x.shape} does not match weight {weight.shape} "
+                             f"with groups={groups}")
+        (sh, sw), (dh, dw), (ph, pw), (oph, opw) = _pair(stride), _pair(dilation), _pair(padding), _pair(output_padding)
+        if sh > 1 or sw > 1:  # zeros between the input's elements: (h, 1) padded to (h, s), flattened, the tail cut
+            x = x.reshape(n, cin, h, 1, w, 1).pad(((0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)))
+            x = x.reshape(n, cin, h * sh, w * sw)[:, :, : (h - 1) * sh + 1, : (w - 1) * sw + 1]
+        wt = weight.reshape(groups, cin // groups, cout_g, kh, kw).permute(0, 2, 1, 3, 4).flip((3, 4))
+        wt = wt.reshape(groups * cout_g, cin // groups, kh, kw)
+        pad_h, pad_w = dh * (kh - 1) - ph, dw * (kw - 1) - pw
+        if pad_h < 0 or pad_w < 0:
+            raise ValueError(f"conv_transpose2d: padding {padding} is larger than dilation*(kernel-1)")
+        x = x.pad(((0, 0), (0, 0), (pad_h, pad_h + oph), (pad_w, pad_w + opw)))
+        return x.conv2d(wt, bias, groups, 1, (dh, dw), 0)
 
-        return conv_transpose2d(self, weight, bias, groups, stride, dilation, padding, output_padding)
+
+def _pair(v: Any) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
 
 def _rearrange_groups(side: str, formula: str) -> list[list[str]]:

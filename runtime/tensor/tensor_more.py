@@ -65,54 +65,6 @@ def _check_smoothing(label_smoothing: float) -> None:
         raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
 
 
-def _one_hot_along(index: Tensor, n: int, dim: int) -> Tensor:
-    """Bool mask: the last axis of size n (indices 0..n-1) is True where it equals `index` (unsqueezed)."""
-    T = type(index)
-    return index.unsqueeze(dim) == T.arange(n).reshape(tuple(n if i == dim % (index.ndim + 1) else 1
-                                                             for i in range(index.ndim + 1)))
-
-
-def _int_index(T: type, idx: Any, what: str) -> Tensor:
-    """An index argument as an integer tensor (of class T): Tensors, lists and arrays of ints."""
-    if not isinstance(idx, T):
-        arr = np.asarray(idx)
-        if arr.size == 0:
-            arr = arr.astype(np.int32)
-        if arr.dtype.kind not in "iu":
-            raise TypeError(f"{what} must hold integers, got {arr.dtype} of shape {arr.shape}")
-        fits = arr.dtype.itemsize <= 4 or (arr.size and abs(arr).max() < 2 ** 31)
-        idx = T(arr.astype(np.int32) if fits else arr)
-    if idx.dtype.kind not in ("int", "uint"):
-        mask = "; bool masks are not supported (their result shape depends on the data)" \
-            if idx.dtype.kind == "bool" else ""
-        raise TypeError(f"{what} must be an integer tensor, not {idx.dtype.name} of shape {idx.shape}{mask}")
-    return idx
-
-
-def _pool_pads(padding: Any, nd: int, what: str) -> list[tuple[int, int]]:
-    """Pooling padding: an int, one per axis, or torch-style (left, right, top, bottom), per spatial axis."""
-    if isinstance(padding, int) and not isinstance(padding, bool):
-        pads = [(padding, padding)] * nd
-    else:
-        p = tensor_args.int_tuple(padding, (), f"{what} padding")
-        if len(p) == nd:
-            pads = [(x, x) for x in p]
-        elif len(p) == 2 * nd:  # torch order: last axis first
-            pads = [(p[2 * i], p[2 * i + 1]) for i in reversed(range(nd))]
-        else:
-            raise ValueError(f"{what} padding must be an int, {nd} ints or {2 * nd} ints, got {padding}")
-    if any(a < 0 or b < 0 for a, b in pads):
-        raise ValueError(f"{what} padding must be >= 0, got {padding}")
-    return pads
-
-
-def _tuple_of(v: Any, nd: int, what: str) -> tuple[int, ...]:
-    t = (v,) * nd if isinstance(v, int) and not isinstance(v, bool) else tensor_args.int_tuple(v, (), what)
-    if len(t) != nd or min(t) < 1:
-        raise ValueError(f"{what} must be {nd} ints >= 1, got {v}")
-    return t
-
-
 def _ceil_extra(i: int, k: int, s: int, d: int, pads: tuple[int, int], ceil_mode: bool) -> int:
     """Extra right padding that ceil_mode needs so the last partial window exists (torch's rule: a window
     must start inside the input or the left padding)."""
@@ -304,10 +256,10 @@ class MoreOps(ExtraOps):
             if isinstance(kernel_size, (tuple, list)) else 2
         if self.ndim < nd:
             raise ValueError(f"{name} needs at least {nd} axes, got shape {self.shape}")
-        ks = _tuple_of(kernel_size, nd, f"{name} kernel_size")
-        st = ks if stride is None else _tuple_of(stride, nd, f"{name} stride")
-        dl = _tuple_of(dilation, nd, f"{name} dilation")
-        pads = _pool_pads(padding, nd, name)
+        ks = tensor_args.tuple_of(kernel_size, nd, f"{name} kernel_size")
+        st = ks if stride is None else tensor_args.tuple_of(stride, nd, f"{name} stride")
+        dl = tensor_args.tuple_of(dilation, nd, f"{name} dilation")
+        pads = tensor_args.pool_pads(padding, nd, name)
         ins = self.shape[-nd:]
         full = [(b, a + _ceil_extra(i, k, s, d, (b, a), ceil_mode))
                 for i, k, s, d, (b, a) in zip(ins, ks, st, dl, pads)]
@@ -347,7 +299,7 @@ class MoreOps(ExtraOps):
         nk = len(ks)
         axes = tuple(range(-nk, 0))
         ones = T.ones(*self.shape[-nk:])
-        pads = _pool_pads(padding, nk, "avg_pool2d")
+        pads = tensor_args.pool_pads(padding, nk, "avg_pool2d")
         if count_include_pad:
             ones = ones.pad(tuple(pads), value=1.0)
             extra = tuple((0, a - p[1]) for (_, a), p in zip(full, pads))
@@ -433,12 +385,12 @@ class MoreOps(ExtraOps):
         _check_smoothing(label_smoothing)
         if reduction not in _REDUCTIONS:
             raise ValueError(f"reduction must be one of {_REDUCTIONS}, not {reduction!r}")
-        Y = _int_index(type(self), Y, "sparse_categorical_crossentropy Y")
+        Y = tensor_args.int_index(type(self), Y, "sparse_categorical_crossentropy Y")
         if Y.shape != self.shape[:-1]:
             raise ValueError(f"sparse_categorical_crossentropy: labels {Y.shape} do not match logits {self.shape}")
         logp = self.log_softmax(-1)
         keep = (Y != ignore_index) if ignore_index != -1 else Y.ones_like(dtype="bool")
-        y = _one_hot_along(Y, self.shape[-1], -1) & keep.unsqueeze(-1)
+        y = tensor_args.one_hot_along(Y, self.shape[-1], -1) & keep.unsqueeze(-1)
         picked = y.where(logp, 0.0).sum(-1)
         loss = (1 - label_smoothing) * picked + label_smoothing * keep.where(logp.mean(-1), 0.0)
         return -loss.sum() / keep.sum() if reduction == "mean" else -_do_reduction(loss, reduction)
@@ -451,7 +403,7 @@ class MoreOps(ExtraOps):
         if Y.shape != self.shape:
             if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]:
                 raise ValueError(f"cross_entropy: target {Y.shape} does not match logits {self.shape}")
-            Y = _one_hot_along(_int_index(type(self), Y, "cross_entropy Y"), self.shape[cdim], cdim).where(1.0, 0.0)
+            Y = tensor_args.one_hot_along(tensor_args.int_index(type(self), Y, "cross_entropy Y"), self.shape[cdim], cdim).where(1.0, 0.0)
         Y = (1 - label_smoothing) * Y + label_smoothing / self.shape[cdim]
         return _do_reduction(-(self.log_softmax(cdim) * Y).sum(cdim), reduction)
 
@@ -459,8 +411,8 @@ class MoreOps(ExtraOps):
                  reduction: Reduction = "mean") -> Tensor:
         """self: log-probabilities with the classes on axis 1; "mean" is weighted by the picked weights."""
         cdim = 0 if self.ndim == 1 else 1
-        Y = _int_index(type(self), Y, "nll_loss Y")
-        hit = _one_hot_along(Y, self.shape[cdim], cdim)
+        Y = tensor_args.int_index(type(self), Y, "nll_loss Y")
+        hit = tensor_args.one_hot_along(Y, self.shape[cdim], cdim)
         if ignore_index is not None:
             hit = hit & (Y != ignore_index).unsqueeze(cdim)
         w = hit.where(1.0, 0.0) if weight is None else hit.where(weight.reshape(
@@ -474,18 +426,18 @@ class MoreOps(ExtraOps):
 
     def one_hot(self: Tensor, num_classes: int = -1) -> Tensor:
         """int32 one-hot along a new last axis; num_classes=-1 reads the largest class (a realization)."""
-        idx = _int_index(type(self), self, "one_hot")
+        idx = tensor_args.int_index(type(self), self, "one_hot")
         if num_classes == -1:
             num_classes = int(idx.max().item()) + 1 if idx.numel() else 0
         n = tensor_args.as_int(num_classes, "one_hot num_classes")
-        return _one_hot_along(idx, n, -1).cast(_dtypes().int32)
+        return tensor_args.one_hot_along(idx, n, -1).cast(_dtypes().int32)
 
     def _select_along(self: Tensor, dim: int, index: Tensor) -> Tensor:
         """out[..., j, ...] = self[..., index[..., j, ...], ...] on `dim`, where self has index's shape on
         the other axes: a one-hot mask summed over the indexed axis (out of range: 0)."""
         n = self.shape[dim]
         index = (index < 0).where(index + n, index)
-        hit = _one_hot_along(index, n, dim + 1)  # (.., m, n, ..): the new axis just after dim
+        hit = tensor_args.one_hot_along(index, n, dim + 1)  # (.., m, n, ..): the new axis just after dim
         vals = self.unsqueeze(dim)  # (.., 1, n, ..)
         out = hit.where(vals, 0).sum(dim + 1)
         return out.cast(self.dtype)
@@ -493,7 +445,7 @@ class MoreOps(ExtraOps):
     def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
         """out[i][j] = self[index[i][j]][j] for dim 0 (and so on), as torch.gather; index may be smaller than
         self on the other axes."""
-        index = _int_index(type(self), index, "gather index")
+        index = tensor_args.int_index(type(self), index, "gather index")
         d = tensor_args.axis(dim, self.ndim, self.shape)
         if index.ndim != self.ndim or any(a > b for i, (a, b) in enumerate(zip(index.shape, self.shape)) if i != d):
             raise ValueError(f"gather: index {index.shape} does not fit self {self.shape} on dim {dim}")
@@ -504,7 +456,7 @@ class MoreOps(ExtraOps):
         """self[index[i][j]][j] = src[i][j] for dim 0 (and so on), as torch.scatter; when several write one
         place, the last wins (reduce=None), or they add / multiply into self."""
         T = type(self)
-        index = _int_index(type(self), index, "scatter index")
+        index = tensor_args.int_index(type(self), index, "scatter index")
         d = tensor_args.axis(dim, self.ndim, self.shape)
         if reduce not in (None, "add", "multiply"):
             raise ValueError(f"scatter reduce must be None, 'add' or 'multiply', not {reduce!r}")
@@ -518,7 +470,7 @@ class MoreOps(ExtraOps):
             src = T.full(index.shape, src, dtype=self.dtype)
         n, m = self.shape[d], index.shape[d]
         index = (index < 0).where(index + n, index)
-        hit = _one_hot_along(index, n, d + 1)  # (.., m, n, ..)
+        hit = tensor_args.one_hot_along(index, n, d + 1)  # (.., m, n, ..)
         vals = src.unsqueeze(d + 1)
         if reduce is None:  # keep only the last writer of each place
             pos = T.arange(m).reshape(tuple(m if i == d else 1 for i in range(hit.ndim)))
