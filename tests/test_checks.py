@@ -96,8 +96,8 @@ CASES = [
          "unknown dtype 'flaot32' (did you mean 'float32'?)", 7),
     Case("unknown_dtype_lists_the_dtypes", one_rule("match: (NEG x :dtype complex)", "rewrite: x"), 4, 28,
          "unknown dtype 'complex' (dtypes: bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, "
-         "float16, bfloat16, float32, float64, index, void, half, float, double, int, long; classes: ints, sints, "
-         "uints, floats)", 7),
+         "float16, bfloat16, float32, float64, index, void, half, float, double, int, long, char, uchar, short, "
+         "ushort, uint, ulong; classes: ints, sints, uints, floats)", 7),
     Case("unknown_dtype_in_a_result", one_rule("match: (NEG x)", "rewrite: (CAST x :dtype float33)"), 5, 31,
          "unknown dtype 'float33' (did you mean 'float32'?)", 7),
     Case("capture_as_a_result_dtype", one_rule("match: (NEG x)", "rewrite: (CAST x :dtype x)"), 5, 31,
