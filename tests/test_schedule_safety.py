@@ -136,12 +136,32 @@ def test_equal_contiguous_tensors_are_distinct_buffers():
     np.testing.assert_array_equal(y.numpy(), [1, 1, 1, 1])
 
 
-def test_two_contiguous_of_one_tensor_are_two_buffers():
+def test_two_contiguous_of_one_computed_value_are_two_buffers():
     a = realized(A)
-    x, y = a.contiguous(), a.contiguous()
+    x, y = (a + 1).contiguous(), (a + 1).contiguous()
     Tensor.realize(x, y)
     x.assign(x * 0).realize()
-    np.testing.assert_array_equal(y.numpy(), A)
+    np.testing.assert_array_equal(y.numpy(), A + 1)
+
+
+@pytest.mark.parametrize("view", [lambda t: t, lambda t: t.reshape(-1), lambda t: t[1:], lambda t: t[1]])
+def test_contiguous_of_a_contiguous_part_of_a_buffer_is_that_storage(view):
+    # tinygrad 0.14: no kernel, and the result shares the storage (an assign through it writes the buffer)
+    a = realized(A)
+    v = view(a).contiguous()
+    assert v.schedule() == []
+    v.assign(v * 0 - 1).realize()
+    want = A.copy()
+    view(want)[...] = -1
+    np.testing.assert_array_equal(a.numpy(), want)
+
+
+def test_contiguous_of_a_strided_view_is_a_copy():
+    a = realized(A)
+    v = a.T.contiguous()
+    assert len(v.schedule()) == 1
+    v.assign(v * 0).realize()
+    np.testing.assert_array_equal(a.numpy(), A)
 
 
 # ----------------------------------------------------------------------------- zero-size views

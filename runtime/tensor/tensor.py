@@ -190,9 +190,11 @@ class Tensor(MoreOps, Autograd):
         elif isinstance(data, UOp):
             uop = data
         elif isinstance(data, np.generic):  # before float: np.float64 subclasses float
-            uop = _const(dtype or buffers.from_numpy_dtype(data.dtype), data.item(), _on(dev))
+            uop = _const(dtype or buffers.from_numpy_dtype(data.dtype), data.item(), _on(device))
         elif isinstance(data, (bool, int, float)):
-            uop = _const(dtype or _scalar_dtype(data), data, _on(dev))
+            # a Python scalar with no device asked for has none (tinygrad 0.14): it joins its operands'
+            # device, and on its own is realized on the default one only when read
+            uop = _const(dtype or _scalar_dtype(data), data, _on(device))
         elif isinstance(data, np.ndarray):
             uop = _buffer_view(data, dtype or buffers.from_numpy_dtype(data.dtype), dev)
         elif isinstance(data, (list, tuple)):
@@ -1003,6 +1005,10 @@ class Tensor(MoreOps, Autograd):
                 raise ValueError(f"cannot cat {self.shape} with {t.shape} along dim {dim}")
         if not args:
             return self
+        if all(t.uop is self.uop for t in args):
+            # one tensor after itself is a repeat: one read of it per element, so a shared reduce or a
+            # costly value is not buffered for the pieces' different reads
+            return self.repeat(tuple(len(parts) if i == d else 1 for i in range(self.ndim)))
         dt = least_upper_dtype(*(t.dtype for t in parts))
         total = sum(t.shape[d] for t in parts)
         offsets = np.cumsum([0] + [t.shape[d] for t in parts])
@@ -1194,8 +1200,12 @@ class Tensor(MoreOps, Autograd):
         return evaluate(self.uop)
 
     def contiguous(self) -> Tensor:
-        """A buffer of its own holding self. Its node carries a unique id: nodes are hash-consed, and two
-        `contiguous()` of one value are still two buffers (assigning to one never changes the other)."""
+        """Self in a contiguous buffer. A realized buffer, or a view of one contiguous part of it (a reshape,
+        a row, a prefix), already is one: as in tinygrad 0.14 it is returned as it is, sharing the storage
+        (an assign through it writes the buffer). Anything else gets a buffer of its own; its node carries a
+        unique id, so two `contiguous()` of one computed value are two buffers."""
+        if _contiguous_view(self.uop):
+            return Tensor(self.uop)
         return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), buffers.unique_id()))
 
     def assign(self, x: Any) -> Tensor:
@@ -1227,9 +1237,9 @@ def _device(device: str | None) -> str:
     return Device.canonicalize(device)
 
 
-def _on(device: str) -> tuple[UOp, ...]:
-    """The sources that place a constant on `device`."""
-    return (UOp(Ops.DEVICE, arg=device),)
+def _on(device: str | None) -> tuple[UOp, ...]:
+    """The sources that place a constant on `device` (none: a constant with no device)."""
+    return () if device is None else (UOp(Ops.DEVICE, arg=_device(device)),)
 
 
 def _same_device(items: tuple) -> None:
@@ -1332,6 +1342,27 @@ def _view_of_storage(u: UOp) -> tuple[UOp | None, list[UOp]]:
             chain.append(u)
         u = u.src[0]
     return u, chain
+
+
+def _contiguous_view(u: UOp) -> bool:
+    """Whether `u` reads one contiguous run of a realized buffer, in order: the buffer under reshapes and
+    shrinks that keep, at each step, whole trailing axes below one partly kept axis and single leading
+    indices above it."""
+    base, chain = _view_of_storage(u)
+    if base is None or base.op is Ops.ASSIGN:
+        return False
+    for op in reversed(chain):
+        if op.op is Ops.SHRINK:
+            shape = op.src[0].shape
+            if not all(isinstance(v, int) for v in (*shape, *(x for be in op.arg for x in be))):
+                return False
+            kept = [e - b for b, e in op.arg]
+            partial = [i for i, (n, (b, e)) in enumerate(zip(shape, op.arg)) if (b, e) != (0, n)]
+            if partial and not all(k == 1 for k in kept[:partial[-1]]):
+                return False
+        elif op.op is not Ops.RESHAPE:
+            return False
+    return True
 
 
 # tensor-index writes up to this many are folded with wheres, more with reductions (`_advanced_scatter`)

@@ -108,7 +108,7 @@ def index_child(ctx: RangeifyContext, c: UOp, x: UOp, idx: UOp) -> UOp:
         seen[x.arg[0]] = idx
         raise RewriteNotReady
     if c not in ctx.seen_child:
-        per_axis = list(zip(*[ch.src[1:] for ch in seen.values()]))
+        per_axis = [tuple(_unit_loop_as_zero(i) for i in axis) for axis in zip(*[ch.src[1:] for ch in seen.values()])]
         all_same = all(_all_same(axis) for axis in per_axis)
         out: list[UOp] = []
         ended_axes: list[int] = []
@@ -132,6 +132,15 @@ def index_child(ctx: RangeifyContext, c: UOp, x: UOp, idx: UOp) -> UOp:
         ret = UOp(Ops.BUFFERIZE, c.dtype, (ret, *ended), BufferizeOpts(device_of(c, Device.DEFAULT)))
         ret = _index(ret, [idx.src[1 + a] for a in ended_axes])
     return ret
+
+
+def _unit_loop_as_zero(i: UOp) -> UOp:
+    """A loop of one iteration reads index 0: consumers that each run their own such loop over an axis
+    read the same element of it, so they share the node instead of buffering it."""
+    return ZERO if i.op is Ops.RANGE and i.src[0].op is Ops.CONST and i.src[0].arg == 1 else i
+
+
+ZERO = UOp.const(dtypes.index, 0)
 
 
 def _all_same(xs) -> bool:
