@@ -309,17 +309,33 @@ def test_egglog_extraction_never_adds_ops_on_the_corpus():
             extract.alu_count(before), label
 
 
-def test_cpu_reduce_kernels_upcast_their_innermost_output_loop():
-    from rulec.runtime.codegen.helpers import UPCAST
+def test_cpu_reduce_kernels_upcast_a_tile_of_their_two_innermost_output_loops():
+    from rulec.runtime.codegen.helpers import UPCAST2
+    from rulec.runtime.codegen.steps import INNER_LANES
 
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((32, 48)).astype(np.float32), rng.standard_normal((48, 16)).astype(np.float32)
     item = Tensor.schedule(T(a) @ T(b))[0]
     src = item.render("c")
-    assert all(f"float acc{k};" in src for k in range(UPCAST)) and f"acc{UPCAST};" not in src
-    assert src.count("for (") == 3  # two output loops (the inner one 16/UPCAST long) and one shared reduce loop
-    assert f"< {16 // UPCAST}; " in src
+    lanes = INNER_LANES * UPCAST2
+    assert all(f"float acc{k};" in src for k in range(lanes)) and f"acc{lanes};" not in src
+    assert src.count("for (") == 3  # two output loops (32/UPCAST2 and 16/INNER_LANES long), one shared reduce
+    assert f"< {16 // INNER_LANES}; " in src and f"< {32 // UPCAST2}; " in src
+    # each lane loads once per reduce step what only its row or only its column needs: 4 + 4 loads, not 16 + 16
+    assert src.count("data1[") == UPCAST2 and src.count("data2[") == INNER_LANES
     assert "acc1" not in item.render("opencl")  # GPU targets use thread ids instead
+    np.testing.assert_allclose((T(a) @ T(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_cpu_reduce_kernels_upcast_their_innermost_output_loop_alone_when_no_tile_fits():
+    from rulec.runtime.codegen.helpers import UPCAST
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((3, 48)).astype(np.float32), rng.standard_normal((48, 16)).astype(np.float32)
+    item = Tensor.schedule(T(a) @ T(b))[0]
+    src = item.render("c")
+    assert all(f"float acc{k};" in src for k in range(UPCAST)) and f"acc{UPCAST};" not in src
+    assert f"< {16 // UPCAST}; " in src
     np.testing.assert_allclose((T(a) @ T(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
 
 

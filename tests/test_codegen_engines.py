@@ -183,14 +183,14 @@ def test_implies_runs_on_egglog_as_on_python():
 
 
 def test_the_upcast_step_feeds_the_egglog_stages(egglog_root):
-    """The CPU pipeline's upcast (a `call:` step) runs before the egglog stages: a matmul's 16 output columns
-    become 2 iterations of 8 stores, and the egglog stages lower all of them."""
+    """The CPU pipeline's upcast (a `call:` step) runs before the egglog stages: a 32 x 16 matmul's outputs
+    become 8 x 4 iterations of a 4 x 4 tile of stores, and the egglog stages lower all of them."""
     a, b = T(rnd(32, 48)), T(rnd(48, 16))
     (item,) = [it for it in realize.schedule(a @ b) if it.ast.op is Ops.SINK]
     egg = lower_with(egglog_root, item.ast, "cpu").lowered.toposort()
     upcast = [u for u in egg if u.op is Ops.RANGE and u.arg[1] == "upcast"]
-    assert [u.src[0].arg for u in upcast] == [16 // steps.UPCAST]
-    assert sum(1 for u in egg if u.op is Ops.STORE and u.src[0].op is Ops.INDEX) == steps.UPCAST
+    assert sorted(u.src[0].arg for u in upcast) == sorted([16 // steps.INNER_LANES, 32 // steps.UPCAST2])
+    assert sum(1 for u in egg if u.op is Ops.STORE and u.src[0].op is Ops.INDEX) == steps.INNER_LANES * steps.UPCAST2
     assert not any(u.op is Ops.REDUCE for u in egg)  # the accumulators stage ran on every lane
 
 

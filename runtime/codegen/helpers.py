@@ -95,18 +95,41 @@ def upcast_loop(sink: UOp) -> UOp | None:
     return r
 
 
-def unroll_loop(sink: UOp, r: UOp) -> UOp:
-    """`sink` with loop `r` of size n replaced by a loop of n/UPCAST and UPCAST copies of every store, lane k
-    reading r*UPCAST + k. The new loop's id follows the kernel's largest."""
+def unroll_loop(sink: UOp, r: UOp, lanes: int = UPCAST) -> UOp:
+    """`sink` with loop `r` of size n replaced by a loop of n/lanes and `lanes` copies of every store, lane k
+    reading r*lanes + k. The new loop's id follows the kernel's largest."""
     ids = [u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE and isinstance(u.arg, tuple)]
-    outer = UOp.range(r.src[0].arg // UPCAST, max(ids) + 1, "upcast")  # not a "loop": never upcast twice
+    outer = UOp.range(r.src[0].arg // lanes, max(ids) + 1, "upcast")  # not a "loop": never upcast twice
     stores = []
     for st in sink.src:
-        for k in range(UPCAST):
-            lane = outer * UPCAST + k if k else outer * UPCAST
+        for k in range(lanes):
+            lane = outer * lanes + k if k else outer * lanes
             body = substitute(UOp.sink(*st.src[:2]), {r: lane})
             stores.append(st.replace(src=(*body.src, *(outer if x is r else x for x in st.src[2:]))))
     return UOp.sink(*stores)
+
+
+# lanes of the second upcast loop (the output loop around the innermost one): a tile of UPCAST2 x UPCAST2
+UPCAST2 = 4
+
+
+def second_upcast_loop(sink: UOp, inner: UOp) -> UOp | None:
+    """The output loop just outside `inner` in every store of a reduce kernel, of constant size a multiple of
+    UPCAST2 (at least twice it), when what the reduce reads depends on it: unrolling it too makes a tile of
+    outputs that share each load along both loops (a row of A and a column of B in A @ B)."""
+    roots = list(sink.src)
+
+    def around(st: UOp) -> UOp | None:
+        loops = [x for x in st.src[2:] if not (x.op is Ops.RANGE and x.src[0].op is Ops.CONST and x.src[0].arg == 1)]
+        return loops[-2] if len(loops) >= 2 and loops[-1] is inner else None
+
+    r = around(roots[0])
+    if r is None or r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST or kind_of(r) != "loop":
+        return None
+    n = r.src[0].arg
+    if n % UPCAST2 or n < 2 * UPCAST2 or any(around(o) is not r for o in roots[1:]):
+        return None
+    return r
 
 
 # thread_loops, with_thread_ids, upcast_loop and unroll_loop: for rule files of earlier revisions, whose
