@@ -45,7 +45,7 @@ def compile_kernel(ast: UOp, device: str) -> Any:
     if device == "CUDA":
         from rulec.backends.cuda.runner import CUDAProgram, compile_cuda
 
-        return _Launch(CUDAProgram(name, compile_cuda(name, src)), k, device)
+        return _Launch(CUDAProgram(name, compile_cuda(name, src), source=src), k, device)
     from rulec.backends.metal.check import MetalProgram
 
     return _Launch(MetalProgram(name, src), k, device)
