@@ -4,6 +4,9 @@
     CUDA    CUDA, compiled to PTX             METAL   Metal Shading Language (checked here)
     PYTHON  the numpy reference interpreter, kept as the oracle
 
+An instance of a device (`CPU:1`, `CL:1`: runtime/device.py) has its own buffers and is run by its
+backend's runner; a kernel is compiled once per backend, whichever instance runs it.
+
 The default is `$DEV` (tinygrad 0.14's variable), else CPU. Buffers of every device are kept in host
 memory (numpy arrays, runtime/buffers.py): a GPU runner copies them in and the outputs back. CUDA without
 a driver and METAL off macOS still render and compile; running raises `DeviceUnavailable`.
@@ -19,7 +22,7 @@ import numpy as np
 from rulec.backends.errors import DeviceUnavailable
 from rulec.backends.render import backend, kernel_name
 from rulec.runtime.codegen.lower import lower
-from rulec.runtime.device import DEVICES, Device, canonical
+from rulec.runtime.device import DEVICES, Device, backend_of, canonical
 from rulec.runtime.engine.trace import active_trace
 from rulec.runtime.ir.uop import UOp
 
@@ -28,7 +31,7 @@ LANGUAGE = {"CPU": "c", "CL": "opencl", "CUDA": "cuda", "METAL": "metal"}
 
 def compile_kernel(ast: UOp, device: str) -> Any:
     """The program that runs `ast` on `device` (compiled and cached by the device's runner)."""
-    device = canonical(device)
+    device = backend_of(device)
     language = LANGUAGE[device]
     b = backend(language)
     k = lower(ast, b.target)
@@ -72,7 +75,7 @@ _compiled: OrderedDict[tuple[UOp, str], _Launch] = OrderedDict()
 
 def run_kernel(ast: UOp, arrays: Sequence[np.ndarray], var_vals: dict[str, int], device: str) -> None:
     """Run one kernel on `device` over the flat arrays of its buffers (DEFINE_GLOBAL order)."""
-    device = canonical(device)
+    device = backend_of(device)  # instances share their backend's compiled programs
     trace = active_trace()
     t0 = time.perf_counter() if trace is not None else 0.0
     if device == "PYTHON":
@@ -109,4 +112,4 @@ def _check_distinct(arrays: Sequence[np.ndarray]) -> None:
         raise RuntimeError("a kernel was given the same memory as two buffers")
 
 
-__all__ = ["Device", "DEVICES", "DeviceUnavailable", "canonical", "compile_kernel", "run_kernel"]
+__all__ = ["Device", "DEVICES", "DeviceUnavailable", "backend_of", "canonical", "compile_kernel", "run_kernel"]

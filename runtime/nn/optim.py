@@ -13,6 +13,21 @@ from rulec.runtime.tensor.tensor import Tensor
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
 
 
+def _zeros_like(p: Tensor) -> Tensor:
+    """Optimizer state for `p`, on its device; for a multi-device parameter, laid out as it is (its
+    shards' devices and axis: runtime/tensor/multi.py)."""
+    if isinstance(p.device, tuple):
+        return Tensor.zeros(*p.shape, dtype=p.dtype).shard(p.device, getattr(p, "axis", None)).realize()
+    return Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device).realize()
+
+
+def _ones(dtype, device) -> Tensor:
+    """A one-element buffer of ones on `device` (replicated on a tuple of devices)."""
+    if isinstance(device, tuple):
+        return Tensor.ones(1, dtype=dtype).shard(device).contiguous().realize()
+    return Tensor.ones(1, dtype=dtype, device=device).contiguous().realize()
+
+
 class Optimizer:
     def __init__(self, params: Sequence[Tensor], lr: float):
         # parameters that asked not to be trained are left out; the others are trained (tinygrad's rule:
@@ -63,7 +78,7 @@ class SGD(Optimizer):
                  nesterov: bool = False, classic: bool = False, device: str | None = None, fused: object = None):
         super().__init__(params, lr)
         self.momentum, self.wd, self.nesterov, self.classic = momentum, weight_decay, nesterov, classic
-        self.b = [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device).realize() for p in self.params] \
+        self.b = [_zeros_like(p) for p in self.params] \
             if momentum else []
         self.buffers = list(self.b)
 
@@ -84,13 +99,13 @@ class Adam(Optimizer):
                  eps: float = 1e-8, device: str | None = None, fused: object = None):
         super().__init__(params, lr)
         self.b1, self.b2, self.eps, self.wd = b1, b2, eps, 0.0
-        self.m = [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device).realize() for p in self.params]
-        self.v = [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device).realize() for p in self.params]
+        self.m = [_zeros_like(p) for p in self.params]
+        self.v = [_zeros_like(p) for p in self.params]
         # b1**t and b2**t live in buffers, updated in place: the step's kernels are the same every step
         # (constants that changed with t would make new kernels, compiled again, at every step)
         dtype = self.params[0].dtype
-        self.b1_t = Tensor.ones(1, dtype=dtype, device=self.params[0].device).contiguous().realize()
-        self.b2_t = Tensor.ones(1, dtype=dtype, device=self.params[0].device).contiguous().realize()
+        self.b1_t = _ones(dtype, self.params[0].device)
+        self.b2_t = _ones(dtype, self.params[0].device)
         self.buffers = self.m + self.v + [self.b1_t, self.b2_t]
 
     def _update(self) -> None:

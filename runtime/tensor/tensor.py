@@ -169,6 +169,11 @@ def _realize_module() -> Any:
     return importlib.import_module("rulec.runtime.tensor.realize")
 
 
+def _multi_module() -> Any:
+    # imported late: multi.py subclasses Tensor
+    return importlib.import_module("rulec.runtime.tensor.multi")
+
+
 # ---------------------------------------------------------------------------------------- Tensor
 
 
@@ -230,12 +235,24 @@ class Tensor(MoreOps, Autograd):
             return None
         return next(iter(devs)) if len(devs) == 1 else Device.DEFAULT
 
-    def to(self, device: str | None) -> Tensor:
-        """This tensor on `device`: itself if it is there already (or has no device), else a COPY."""
+    def to(self, device: str | tuple[str, ...] | None) -> Tensor:
+        """This tensor on `device`: itself if it is there already (or has no device), else a COPY. A tuple
+        of devices replicates it on each (`shard(device)`)."""
+        if isinstance(device, (tuple, list)):
+            return self.shard(device)
         dev = _device(device)
         if self.device is None or self.device == dev:
             return self
         return Tensor(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, arg=dev))))
+
+    def shard(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
+        """This tensor on several devices (runtime/tensor/multi.py): split along `axis` in equal parts, one
+        per device, or replicated on each (axis None). Its `device` is then the tuple of devices."""
+        return _multi_module().shard(self, devices, axis)
+
+    def shard_(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
+        """`shard`, in place: this Tensor object becomes the multi-device tensor."""
+        return _multi_module().shard_(self, devices, axis)
 
     def to_(self, device: str | None) -> Tensor:
         """Move this tensor to `device` in place (its graph becomes the copy)."""
@@ -1175,12 +1192,12 @@ class Tensor(MoreOps, Autograd):
 
     def realize(self, *lst: Tensor) -> Tensor:
         """Compute self (and `lst`) into buffers; `Tensor.realize(a, b)` works too."""
-        _realize_module().realize(self, *lst)
+        _realize_module().realize(*_multi_module().flatten((self, *lst)))
         return self
 
     def schedule(self, *lst: Tensor) -> Any:
         """The kernels that would realize self (and `lst`), without running them."""
-        return _realize_module().schedule(self, *lst)
+        return _realize_module().schedule(*_multi_module().flatten((self, *lst)))
 
     def numpy(self) -> np.ndarray:
         return _realize_module().to_numpy(self)
