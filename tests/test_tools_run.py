@@ -73,6 +73,12 @@ def test_run_on_the_reference_interpreter(capsys):
     assert "PYTHON" in capsys.readouterr().err
 
 
+def test_run_on_a_device_instance(capsys):
+    assert main(["run", TINY, "--device", "CPU:1", "--check"]) == 0  # an instance runs on its backend's runner
+    assert main(["run", TINY, "--device", "CUDA:1"]) == 2
+    assert "CUDA:1 kernels can be rendered with --emit" in capsys.readouterr().err
+
+
 def test_run_refuses_devices_it_cannot_run_and_missing_files(capsys):
     assert main(["run", TINY, "--device", "METAL"]) == 2
     assert "--emit" in capsys.readouterr().err

@@ -35,7 +35,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, console: Any) -> int:
-    from rulec.runtime.device import Device, canonical
+    from rulec.runtime.device import Device, backend_of, canonical
     from rulec.runtime.engine import trace as tracing
     from rulec.runtime.tensor import realize
     from rulec.tools.emit import KernelEmitter
@@ -45,7 +45,7 @@ def _run(args: argparse.Namespace, console: Any) -> int:
 
     if args.device is not None:
         device = canonical(args.device)
-        if device not in RUN_DEVICES:
+        if backend_of(device) not in RUN_DEVICES:
             console.print(f"rulec: error: --device {args.device}: `rulec run` runs on {', '.join(RUN_DEVICES)}; "
                           f"{device} kernels can be rendered with --emit")
             return 2
