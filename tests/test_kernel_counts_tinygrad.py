@@ -68,3 +68,38 @@ def test_a_reduce_concatenated_with_itself_is_one_kernel():
     assert len(Tensor.schedule(out)) == 1  # tinygrad 0.14: 1
     np.testing.assert_array_equal(out.numpy(), np.concatenate([A.sum(1)] * 2))
     np.testing.assert_array_equal(x.cat(x, x, dim=1).numpy(), np.concatenate([A] * 3, axis=1))
+
+
+def test_a_value_assigned_twice_is_stored_once():
+    a = Tensor(np.ones(4, np.float32)).realize()
+    b = Tensor.full((4,), 2.0).contiguous()
+    first = a.assign(b)
+    second = a.assign(b)
+    assert len(Tensor.schedule(first, second)) == 2  # tinygrad 0.14: 2 (b, then one assign)
+    np.testing.assert_array_equal(second.numpy(), [2.0] * 4)
+    c = Tensor(np.ones(4, np.float32)).realize()
+    c.assign(c + 1)
+    c.assign(c + 1)  # reads what the first assign wrote: two assigns
+    np.testing.assert_array_equal(c.numpy(), [3.0] * 4)
+
+
+def test_a_sum_over_a_broadcast_axis_needs_no_reduce():
+    rng = np.random.default_rng(1)
+    b1n, b2n, xn = (rng.standard_normal(s).astype(np.float32) for s in ((16,), (16,), (16, 32)))
+    b1, b2, x = (Tensor(v).realize() for v in (b1n, b2n, xn))
+    pool = lambda t: t.reshape(16, 32, 1).expand(16, 32, 16).sum(2)  # noqa: E731
+    base = pool(x) + b1.reshape(16, 1)
+    y = pool(pool(base) + b2.reshape(16, 1) + base)
+    # tinygrad 0.14: 4 (each sum over the broadcast axis is a product, so `base` has no reduce and is
+    # recomputed where it is read instead of stored); rulec stored it while the sums stayed reduces
+    assert len(Tensor.schedule(y)) <= 4
+    base_n = xn * 16 + b1n[:, None]
+    np.testing.assert_allclose(y.numpy(), (base_n * 16 + b2n[:, None] + base_n) * 16, rtol=1e-5)
+    np.testing.assert_array_equal(x.reshape(16, 32, 1).expand(16, 32, 3).max(2).numpy(), xn)
+
+
+def test_contiguous_of_a_value_with_no_device_stays_virtual():
+    x = realized()
+    out = (x[:, :4] + Tensor.arange(16).reshape(4, 4).contiguous()).sum(1, keepdim=True)
+    assert len(Tensor.schedule(out)) == 1  # tinygrad 0.14: 1 (the arange is computed inside the sum)
+    np.testing.assert_allclose(out.numpy(), (A[:, :4] + np.arange(16).reshape(4, 4)).sum(1, keepdims=True))

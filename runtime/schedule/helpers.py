@@ -423,6 +423,11 @@ def reads_target_elsewhere(target: UOp, value: UOp) -> bool:
     return False
 
 
+def reads(value: UOp, buf: UOp | None) -> bool:
+    """Whether `value` reads `buf` (a BUFFER) anywhere in its graph; False for None."""
+    return buf is not None and buf in value.toposort()
+
+
 def same_but_tags(a: UOp, b: UOp) -> bool:
     """Whether `a` and `b` are the same node but for their tags (the tensors numbered onto them)."""
     return a.replace(tag=None) is b.replace(tag=None)
@@ -493,7 +498,7 @@ SCHEDULE_HELPERS = {
     "axes_to_end": axes_to_end, "independent_of": independent_of, "affine_in": affine_in,
     "sum_commutes_with_cast": sum_commutes_with_cast, "used_or_longer_ranges": used_or_longer_ranges,
     "reads_target_elsewhere": reads_target_elsewhere, "buffer_under": buffer_under,
-    "same_but_tags": same_but_tags,
+    "same_but_tags": same_but_tags, "reads": reads,
     "reshape_indices": reshape_indices, "pad_indices": pad_indices, "pad_valid": pad_valid,
     "expand_indices": expand_indices, "expand_end": expand_end, "unindexed": unindexed,
 }

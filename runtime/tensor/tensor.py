@@ -1221,7 +1221,7 @@ class Tensor(MoreOps, Autograd):
         a row, a prefix), already is one: as in tinygrad 0.14 it is returned as it is, sharing the storage
         (an assign through it writes the buffer). Anything else gets a buffer of its own; its node carries a
         unique id, so two `contiguous()` of one computed value are two buffers."""
-        if _contiguous_view(self.uop):
+        if _contiguous_view(self.uop) or self.device is None:  # no device: a value computed where it is read
             return Tensor(self.uop)
         return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), buffers.unique_id()))
 
