@@ -75,24 +75,32 @@ def within_given(x: UOp, gate: UOp, lo: int, hi: int) -> bool:
 UPCAST = 8
 
 
+def _output_loops(st: UOp) -> list[UOp]:
+    """The loops a store runs in, outermost first, but those of one iteration (they become 0 later)."""
+    return [r for r in st.src[2:] if not (r.op is Ops.RANGE and r.src[0].op is Ops.CONST and r.src[0].arg == 1)]
+
+
+def _unrollable(r: UOp | None, lanes: int) -> bool:
+    """Whether `r` is a plain loop of constant size, a multiple of `lanes` and at least twice it."""
+    if r is None or r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST or kind_of(r) != "loop":
+        return False
+    return r.src[0].arg % lanes == 0 and r.src[0].arg >= 2 * lanes
+
+
+def _in_every_store(sink: UOp, pick: Any) -> UOp | None:
+    """The loop `pick` finds in the first store of `sink` when it finds the same one in every store."""
+    r = pick(sink.src[0])
+    return r if all(pick(o) is r for o in sink.src[1:]) else None
+
+
 def upcast_loop(sink: UOp) -> UOp | None:
     """The loop `upcast` unrolls: the innermost loop that every store of a kernel with a REDUCE runs in, of
     constant size a multiple of UPCAST (and at least twice it); None when there is none."""
     roots = [s for s in sink.src if s.op is Ops.STORE]
     if not roots or len(roots) != len(sink.src) or not any(u.op is Ops.REDUCE for u in sink.toposort()):
         return None
-
-    def innermost(st: UOp) -> UOp | None:  # loops of one iteration become 0 later: not counted
-        loops = [r for r in st.src[2:] if not (r.op is Ops.RANGE and r.src[0].op is Ops.CONST and r.src[0].arg == 1)]
-        return loops[-1] if loops else None
-
-    r = innermost(roots[0])
-    if r is None or r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST or kind_of(r) != "loop":
-        return None
-    n = r.src[0].arg
-    if n % UPCAST or n < 2 * UPCAST or any(innermost(o) is not r for o in roots[1:]):
-        return None
-    return r
+    r = _in_every_store(sink, lambda st: (_output_loops(st) or [None])[-1])
+    return r if _unrollable(r, UPCAST) else None
 
 
 def unroll_loop(sink: UOp, r: UOp, lanes: int = UPCAST) -> UOp:
@@ -109,27 +117,20 @@ def unroll_loop(sink: UOp, r: UOp, lanes: int = UPCAST) -> UOp:
     return UOp.sink(*stores)
 
 
-# lanes of the second upcast loop (the output loop around the innermost one): a tile of UPCAST2 x UPCAST2
+# lanes of the second upcast loop (the output loop around the innermost one)
 UPCAST2 = 4
 
 
 def second_upcast_loop(sink: UOp, inner: UOp) -> UOp | None:
-    """The output loop just outside `inner` in every store of a reduce kernel, of constant size a multiple of
-    UPCAST2 (at least twice it), when what the reduce reads depends on it: unrolling it too makes a tile of
-    outputs that share each load along both loops (a row of A and a column of B in A @ B)."""
-    roots = list(sink.src)
-
+    """The output loop just outside `inner` (the loop `upcast_loop` found) in every store, of constant size
+    a multiple of UPCAST2 (at least twice it): unrolling it too makes a tile of outputs that share each load
+    along both loops (a row of A and a column of B in A @ B); None when there is none."""
     def around(st: UOp) -> UOp | None:
-        loops = [x for x in st.src[2:] if not (x.op is Ops.RANGE and x.src[0].op is Ops.CONST and x.src[0].arg == 1)]
+        loops = _output_loops(st)
         return loops[-2] if len(loops) >= 2 and loops[-1] is inner else None
 
-    r = around(roots[0])
-    if r is None or r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST or kind_of(r) != "loop":
-        return None
-    n = r.src[0].arg
-    if n % UPCAST2 or n < 2 * UPCAST2 or any(around(o) is not r for o in roots[1:]):
-        return None
-    return r
+    r = _in_every_store(sink, around)
+    return r if _unrollable(r, UPCAST2) else None
 
 
 # thread_loops, with_thread_ids, upcast_loop and unroll_loop: for rule files of earlier revisions, whose
