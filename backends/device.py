@@ -31,7 +31,7 @@ LANGUAGE = {"CPU": "c", "CL": "opencl", "CUDA": "cuda", "METAL": "metal"}
 
 def compile_kernel(ast: UOp, device: str) -> Any:
     """The program that runs `ast` on `device` (compiled and cached by the device's runner)."""
-    device = backend_of(device)
+    instance, device = canonical(device), backend_of(device)
     language = LANGUAGE[device]
     b = backend(language)
     k = lower(ast, b.target)
@@ -48,7 +48,8 @@ def compile_kernel(ast: UOp, device: str) -> Any:
     if device == "CUDA":
         from rulec.backends.cuda.runner import CUDAProgram, compile_cuda
 
-        return _Launch(CUDAProgram(name, compile_cuda(name, src), source=src), k, device)
+        # a launch goes to the GPU the instance names (CUDA:1 is GPU 1); the PTX is shared
+        return _Launch(CUDAProgram(name, compile_cuda(name, src), source=src, device=instance), k, device)
     from rulec.backends.metal.check import MetalProgram
 
     return _Launch(MetalProgram(name, src), k, device)
@@ -75,7 +76,7 @@ _compiled: OrderedDict[tuple[UOp, str], _Launch] = OrderedDict()
 
 def run_kernel(ast: UOp, arrays: Sequence[np.ndarray], var_vals: dict[str, int], device: str) -> None:
     """Run one kernel on `device` over the flat arrays of its buffers (DEFINE_GLOBAL order)."""
-    device = backend_of(device)  # instances share their backend's compiled programs
+    instance, device = canonical(device), backend_of(device)  # instances share their backend's programs,
     trace = active_trace()
     t0 = time.perf_counter() if trace is not None else 0.0
     if device == "PYTHON":
@@ -85,10 +86,10 @@ def run_kernel(ast: UOp, arrays: Sequence[np.ndarray], var_vals: dict[str, int],
         if trace is not None:
             trace.kernel_ran(kernel_name(ast), ast, device, time.perf_counter() - t0)
         return
-    key = (ast, device)
+    key = (ast, instance if device == "CUDA" else device)  # but a CUDA launch is bound to its GPU
     launch = _compiled.get(key)
     if launch is None:
-        launch = _compiled[key] = compile_kernel(ast, device)
+        launch = _compiled[key] = compile_kernel(ast, instance)
         if len(_compiled) > MAX_COMPILED:
             _compiled.popitem(last=False)
         if trace is not None:

@@ -492,6 +492,13 @@ def test_tensor_elementwise_and_matmul_through_the_fake_driver(fake_gpu):
 
 
 @pytest.mark.skipif(NO_COMPILER is not None, reason=str(NO_COMPILER))
+def test_a_tensor_on_a_second_gpu_launches_there(fake_gpu):
+    fake_gpu.devices = 2
+    np.testing.assert_allclose((Tensor(A, device="CUDA:1") * 3).numpy(), A * 3)
+    assert ("cuDeviceGet", (1,)) in fake_gpu.calls and ("cuDeviceGet", (0,)) not in fake_gpu.calls
+
+
+@pytest.mark.skipif(NO_COMPILER is not None, reason=str(NO_COMPILER))
 @pytest.mark.parametrize("n", [1, 3, 10])
 def test_a_symbolic_shape_passes_its_value_as_int32(fake_gpu, n):
     data = np.arange(40, dtype=np.float32).reshape(10, 4)

@@ -43,7 +43,8 @@ same(x.to("PYTHON"), A)
 same(x.reshape(6, 4).to("PYTHON") * 2, A.reshape(6, 4) * 2)
 same(x[1:3].to("PYTHON"), A[1:3])
 same(Tensor.full((3, 2), 7.0).to("PYTHON") + 1, np.full((3, 2), 8.0))
-same(Tensor(3.0).to("PYTHON") * 2, np.float32(6.0))
+same(Tensor(3.0, device="CPU").to("PYTHON") * 2, np.float32(6.0))  # a scalar with a device: a copy of a constant
+same(Tensor(3.0).to("PYTHON") * 2, np.float32(6.0))  # a Python scalar has no device: nothing to copy
 
 # empty tensors
 same(Tensor.zeros(0, 4).sum(0), np.zeros(4))
