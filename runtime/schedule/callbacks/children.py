@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rulec.runtime.ir.ops import Ops
-from rulec.runtime.ir.uop import UOp
+from rulec.runtime.ir.uop import UOp, op_mask
+
+_REDUCE, _STORAGE = op_mask(Ops.REDUCE_AXIS), op_mask(Ops.BUFFER, Ops.CONTIGUOUS)
 
 
 @dataclass
@@ -28,9 +30,9 @@ def find_children(sink: UOp, ctx: ChildrenContext) -> UOp:
         consumers = [u for u in users if u.op is not Ops.SINK]
         if len(consumers) <= 1:
             continue
-        # only worth gating where a reduce meets a buffer: elsewhere recomputing is cheap
-        topo = node.toposort()
-        if any(u.op is Ops.REDUCE_AXIS for u in topo) and any(u.op in (Ops.BUFFER, Ops.CONTIGUOUS) for u in topo):
+        # only worth gating where a reduce meets a buffer: elsewhere recomputing is cheap (the op masks are
+        # cached per node: a walk below every shared node would be quadratic on a long chain)
+        if node.has_op(_REDUCE) and node.has_op(_STORAGE):
             ctx.children[node] = consumers
     return sink
 
