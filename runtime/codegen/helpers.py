@@ -7,6 +7,7 @@ from typing import Any
 from rulec.runtime.ir.alu import reduce_identity
 from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.shape import is_unit_loop
 from rulec.runtime.ir.uop import UOp, substitute
 from rulec.runtime.schedule.kernel_bounds import conjuncts, gated_bounds
 
@@ -77,7 +78,7 @@ UPCAST = 8
 
 def _output_loops(st: UOp) -> list[UOp]:
     """The loops a store runs in, outermost first, but those of one iteration (they become 0 later)."""
-    return [r for r in st.src[2:] if not (r.op is Ops.RANGE and r.src[0].op is Ops.CONST and r.src[0].arg == 1)]
+    return [r for r in st.src[2:] if not is_unit_loop(r)]
 
 
 def _unrollable(r: UOp | None, lanes: int) -> bool:

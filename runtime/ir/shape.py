@@ -35,6 +35,11 @@ def range_size(r: UOp) -> Any:
     return int(r.vmax) + 1
 
 
+def is_unit_loop(r: UOp) -> bool:
+    """Whether `r` is a RANGE of one iteration: it reads index 0 wherever it is used."""
+    return r.op is Ops.RANGE and r.src[0].op is Ops.CONST and r.src[0].arg == 1
+
+
 def shape_sources(u: UOp) -> tuple[UOp, ...]:
     """The sources whose shape `infer_shape(u)` reads (UOp.shape fills them first, without recursion)."""
     op = u.op

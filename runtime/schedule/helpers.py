@@ -11,6 +11,7 @@ import numpy as np
 
 from rulec.runtime.ir.dtype import DType, PtrDType, dtypes
 from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.ir.shape import is_unit_loop
 from rulec.runtime.ir.uop import UOp, op_mask, substitute
 from rulec.runtime.ir.walk import run_recursive
 from rulec.runtime.engine.rewrite import graph_rewrite
@@ -361,7 +362,7 @@ def affine_in(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
 
 def used_or_longer_ranges(store: UOp) -> tuple[UOp, ...]:
     """The ranges a STORE closes, less those of one iteration that neither its target nor its value reads."""
-    unit = [r for r in store.src[2:] if r.op is Ops.RANGE and r.src[0].op is Ops.CONST and r.src[0].arg == 1]
+    unit = [r for r in store.src[2:] if is_unit_loop(r)]
     if not unit:  # the usual case: no need to look at what the store reads
         return store.src[2:]
     reads = set(store.src[0].toposort()) | set(store.src[1].toposort())

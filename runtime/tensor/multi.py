@@ -34,9 +34,7 @@ from rulec.runtime.ir.dtype import DType
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.shape import prod
 from rulec.runtime.tensor.live import all_tensors
-from rulec.runtime import buffers
-from rulec.runtime.ir.uop import UOp
-from rulec.runtime.tensor.tensor import Tensor, _broadcast_shape, _norm_axis
+from rulec.runtime.tensor.tensor import Tensor, _broadcast_shape, _norm_axis, own_buffer
 
 __all__ = ["MultiDeviceError", "MultiTensor", "flatten", "shard", "shard_"]
 
@@ -76,14 +74,8 @@ def shard(t: Tensor, devices: Sequence[str], axis: int | None = None) -> MultiTe
                  for d in range(len(devs))]
     # each shard is storage of its own (a COPY, or a buffer on the same device), never the source itself:
     # assigning to a shard leaves the source alone, and the source's gradient is not the shard's
-    shards = [_own_buffer(p) if p.device == dev else p.to(dev) for p, dev in zip(parts, devs)]
+    shards = [own_buffer(p) if p.device == dev else p.to(dev) for p, dev in zip(parts, devs)]
     return MultiTensor(shards, axis)
-
-
-def _own_buffer(t: Tensor) -> Tensor:
-    """`t` stored in a buffer of its own, even when it is a contiguous view of a buffer (where
-    `contiguous()` would share that storage)."""
-    return Tensor(UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,), buffers.unique_id()))
 
 
 def shard_(t: Tensor, devices: Sequence[str], axis: int | None = None) -> MultiTensor:

@@ -1223,7 +1223,7 @@ class Tensor(MoreOps, Autograd):
         unique id, so two `contiguous()` of one computed value are two buffers."""
         if _contiguous_view(self.uop) or self.device is None:  # no device: a value computed where it is read
             return Tensor(self.uop)
-        return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), buffers.unique_id()))
+        return own_buffer(self)
 
     def assign(self, x: Any) -> Tensor:
         """Make self's buffer take the value `x` when realized: self.uop becomes ASSIGN(self.uop, x)."""
@@ -1359,6 +1359,12 @@ def _view_of_storage(u: UOp) -> tuple[UOp | None, list[UOp]]:
             chain.append(u)
         u = u.src[0]
     return u, chain
+
+
+def own_buffer(t: Tensor) -> Tensor:
+    """`t` stored in a buffer of its own: a CONTIGUOUS with a unique id (nodes are hash-consed, so two such
+    of one value are still two buffers), even where `t` is a contiguous view that `contiguous()` shares."""
+    return Tensor(UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,), buffers.unique_id()))
 
 
 def _contiguous_view(u: UOp) -> bool:

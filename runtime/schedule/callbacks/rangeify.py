@@ -17,7 +17,7 @@ from rulec.runtime.ir.dtype import AddrSpace, dtypes
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.engine.rewrite import RewriteNotReady, graph_rewrite
 from rulec.runtime.device import Device
-from rulec.runtime.ir.shape import device_of
+from rulec.runtime.ir.shape import device_of, is_unit_loop
 from rulec.runtime.ir.uop import UOp
 from rulec.runtime.schedule.matchers import current
 
@@ -137,7 +137,7 @@ def index_child(ctx: RangeifyContext, c: UOp, x: UOp, idx: UOp) -> UOp:
 def _unit_loop_as_zero(i: UOp) -> UOp:
     """A loop of one iteration reads index 0: consumers that each run their own such loop over an axis
     read the same element of it, so they share the node instead of buffering it."""
-    return ZERO if i.op is Ops.RANGE and i.src[0].op is Ops.CONST and i.src[0].arg == 1 else i
+    return ZERO if is_unit_loop(i) else i
 
 
 ZERO = UOp.const(dtypes.index, 0)
