@@ -17,7 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # the same files before and after runtime/ was split into subpackages
 CALLBACK_PYTHON = ("runtime/callbacks/*.py", "runtime/schedule.py", "runtime/schedule_helpers.py",
-                   "runtime/schedule/callbacks/*.py", "runtime/schedule/pipeline.py", "runtime/schedule/helpers.py")
+                   "runtime/schedule/callbacks/*.py", "runtime/schedule/pipeline.py", "runtime/schedule/helpers.py",
+                   "runtime/schedule/multi.py")
 
 
 def files(rev: str | None, pattern: str) -> list[str]:

@@ -11,7 +11,7 @@ import json
 
 from .pipeline_check import PipelineSpec
 
-ARTIFACT_FORMAT = 2  # 2: per-stage engine, `matchers`
+ARTIFACT_FORMAT = 3  # 2: per-stage engine, `matchers`; 3: `when_graph_has`
 
 
 def emit_pipeline(spec: PipelineSpec) -> str:
@@ -22,7 +22,8 @@ def emit_pipeline(spec: PipelineSpec) -> str:
         "contexts": {name: c.factory for name, c in spec.contexts.items()},
         "matchers": list(spec.matchers),
         "stages": [{"name": s.name, "rules": list(s.rules), "bottom_up": s.bottom_up, "context": s.context,
-                    "keep_result": s.keep_result, "call": s.call, "engine": s.engine, "loc": str(s.loc)}
+                    "keep_result": s.keep_result, "call": s.call, "engine": s.engine, "loc": str(s.loc),
+                    "when_graph_has": list(s.when_graph_has)}
                    for s in spec.stages],
     }
     return json.dumps(data, indent=1, sort_keys=True) + "\n"

@@ -30,6 +30,7 @@ from rulec.runtime.engine.helpers import (ATTRIBUTES, HELPERS as GENERIC_HELPERS
 from rulec.runtime.ir.ops import GROUPS, Ops
 from rulec.runtime.codegen.helpers import CODEGEN_HELPERS
 from rulec.runtime.schedule.helpers import SCHEDULE_HELPERS
+from rulec.runtime.schedule.multi import MULTI_HELPERS
 
 from .diagnostics import Loc
 
@@ -38,6 +39,7 @@ from .diagnostics import Loc
 # its own.
 HELPER_TABLES = (("rulec.runtime.engine.helpers", "HELPERS", GENERIC_HELPERS),
                  ("rulec.runtime.schedule.helpers", "SCHEDULE_HELPERS", SCHEDULE_HELPERS),
+                 ("rulec.runtime.schedule.multi", "MULTI_HELPERS", MULTI_HELPERS),
                  ("rulec.runtime.codegen.helpers", "CODEGEN_HELPERS", CODEGEN_HELPERS))
 HELPERS = {name: fn for _, _, table in HELPER_TABLES for name, fn in table.items()}
 

@@ -11,6 +11,7 @@
         traversal: bottom_up           # or top_down (the default)
         context: seen                  # optional
         result: discard                # optional: keep (default) or discard the rewritten graph
+        when_graph_has: [MULTI]        # optional: run only on graphs with one of these ops (else skip)
       - name: fold the index arithmetic
         rules: [rule_set]
         engine: egglog                 # optional: python (the default) or egglog
@@ -40,7 +41,7 @@ from .parse import CALLBACKS_KEY, _dotted_name as dotted_name, parse_callbacks_k
 from .source import YNode, load_yaml
 
 PIPELINE_KEYS = (CALLBACKS_KEY, "matchers", "contexts", "stages")
-STAGE_KEYS = ("name", "rules", "traversal", "context", "result", "call", "engine")
+STAGE_KEYS = ("name", "rules", "traversal", "context", "result", "call", "engine", "when_graph_has")
 TRAVERSALS = ("bottom_up", "top_down")
 RESULTS = ("keep", "discard")
 
@@ -70,6 +71,7 @@ class StageSpec:
     engine: str = "python"
     engine_loc: Loc | None = None
     rule_locs: list[Loc] = field(default_factory=list)  # of each name in `rules`
+    when_graph_has: list[str] = field(default_factory=list)  # op names; empty: the stage always runs
 
 
 @dataclass
@@ -280,6 +282,8 @@ def _stage(node: YNode, contexts: dict[str, ContextSpec], scope: CallbackScope, 
         st.keep_result = r.value != "discard"
     if "engine" in v:
         _engine(v["engine"], node, st, rep)
+    if "when_graph_has" in v:
+        st.when_graph_has = _op_names(v["when_graph_has"], name, rep)
     if "call" in v:
         for key in ("traversal", "result"):
             if key in v:
@@ -289,6 +293,27 @@ def _stage(node: YNode, contexts: dict[str, ContextSpec], scope: CallbackScope, 
             st.call, st.call_loc = f"{ref[0]}:{ref[1]}", v["call"].loc
             _check_step(ref, st, v["call"].loc, scope, rep)
     return st
+
+
+def _op_names(node: YNode, stage: str, rep: Reporter) -> list[str]:
+    """`when_graph_has:` of a stage: a non-empty list of ops of the op table."""
+    from rulec.runtime.ir.ops import Ops
+
+    items = node.value if isinstance(node.value, list) else [node]
+    if not items:
+        rep.error(node.loc, f"stage '{stage}': when_graph_has lists no ops (leave the key out to always run)")
+    names = []
+    for it in items:
+        op = _text(it, "an op name", rep)
+        if op is None:
+            continue
+        if op not in Ops.__members__:
+            close = difflib.get_close_matches(op, list(Ops.__members__), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else "see rules/ops.yaml"
+            rep.error(it.loc, f"unknown op '{op}' in when_graph_has ({hint})", len(op))
+            continue
+        names.append(op)
+    return names
 
 
 def _engine(e: YNode, stage: YNode, st: StageSpec, rep: Reporter) -> None:

@@ -51,6 +51,10 @@ def test_dropping_a_stage_is_a_yaml_edit(tmp_path):
      "traversal must be one of bottom_up, top_down"),
     ("context: rangeify\n", "context: rangefy\n", "rangefy", "unknown context 'rangefy'"),
     ("  - name: symbolic\n", "  - name: symbolic\n    color: red\n", "color", "unknown stage key 'color'"),
+    ("when_graph_has: [MULTI, MSELECT]", "when_graph_has: [MULTI, MSELCT]", "MSELCT",
+     "unknown op 'MSELCT' in when_graph_has (did you mean 'MSELECT'?)"),
+    ("when_graph_has: [MULTI, MSELECT]", "when_graph_has: []", "[]",
+     "when_graph_has lists no ops"),
 ])
 def test_bad_pipeline_files_are_diagnosed(tmp_path, old, new, token, message):
     text = default_pipeline_path().read_text()
@@ -65,6 +69,28 @@ def test_bad_pipeline_files_are_diagnosed(tmp_path, old, new, token, message):
     assert d.loc.file.endswith("pipeline.yaml")
     line = bad.splitlines()[d.loc.line - 1]
     assert line.index(token) == d.loc.col - 1
+
+
+def test_a_stage_whose_ops_are_absent_is_skipped(tmp_path, monkeypatch):
+    # the multi-device stage needs a MULTI or an MSELECT: on a graph with one device it makes no pass over
+    # the graph; gated on an op the graph has instead, it does (and rewrites nothing)
+    import rulec.runtime.schedule.pipeline as pipeline_module
+
+    passes = []
+    real = pipeline_module.graph_rewrite
+    monkeypatch.setattr(pipeline_module, "graph_rewrite",
+                        lambda *a, **k: passes.append(k.get("name")) or real(*a, **k))
+    text = default_pipeline_path().read_text()
+    for ops, runs in (("[MULTI, MSELECT]", False), ("[SINK]", True)):
+        path = tmp_path / ops.strip("[]").replace(", ", "_") / "pipeline.yaml"
+        path.parent.mkdir()
+        path.write_text(text.replace("when_graph_has: [MULTI, MSELECT]", f"when_graph_has: {ops}"))
+        pipe = parse_pipeline(path)
+        out, want = softmax_program()
+        passes.clear()
+        realize.realize(out, pipeline=pipe)
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
+        assert "rangeify" in passes and ("multi-device lowering" in passes) == runs, (ops, passes)
 
 
 def test_tracing_records_every_stage_with_rule_locations():

@@ -116,7 +116,8 @@ def default_sources() -> list[Path]:
 # What generated code depends on besides the rule files: the compiler (every module of it shapes what it
 # writes), and the runtime modules whose names generated code binds. The runtime hashes their bytes and
 # imports none of them.
-RUNTIME_BINDINGS = ("engine/genlib.py", "engine/helpers.py", "schedule/helpers.py", "codegen/helpers.py",
+RUNTIME_BINDINGS = ("engine/genlib.py", "engine/helpers.py", "schedule/helpers.py", "schedule/multi.py",
+                    "codegen/helpers.py",
                     "engine/matcher.py", "ir/bounds_table.py", "engine/egraph.py", "ir/dtype.py")
 
 

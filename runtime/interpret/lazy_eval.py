@@ -26,6 +26,7 @@ import numpy as np
 from rulec.runtime import buffers
 from rulec.runtime.interpret.alu_numpy import ARRAY, REDUCE
 from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.ir.placement import layout
 from rulec.runtime.ir.uop import UOp
 
 
@@ -105,6 +106,10 @@ def _storage(dtype: Any, wide: bool) -> np.dtype:
 def _eval_node(node: UOp, srcs: list[Any], var_vals: dict[str, int], wide: bool = False) -> Any:
     if node.op in (Ops.UNIQUE, Ops.DEVICE):
         return None  # bookkeeping sources of BUFFER, not values
+    if node.op is Ops.MSTACK:
+        return list(srcs)  # one value per device: only a MULTI or an MSELECT reads it
+    if node.op in (Ops.MULTI, Ops.MSELECT):
+        return _multi_value(node, srcs[0])
     fn = _HANDLERS.get(node.op)
     if fn is None:
         raise NotImplementedError(f"lazy_eval: {node.op.name} is not a tensor-level op")
@@ -127,6 +132,20 @@ def _eval_node(node: UOp, srcs: list[Any], var_vals: dict[str, int], wide: bool 
     if shape is not None and not _symbolic(shape) and out.shape != tuple(shape):
         raise ValueError(f"lazy_eval: {node.op.name} computed shape {out.shape}, the graph says {node.shape}")
     return out
+
+
+def _multi_value(node: UOp, x: Any) -> np.ndarray:
+    """A multi-device value (MULTI: the parts side by side along the shard axis, or part 0 of a replicated
+    one), or device i's part of one (MSELECT of its parts, or of the logical value: its slice)."""
+    if node.op is Ops.MULTI:
+        axis = node.arg[0]
+        return np.asarray(x[0] if axis is None else np.concatenate(x, axis=axis))
+    if isinstance(x, list):
+        return np.asarray(x[node.arg])
+    lay = layout(node.src[0])
+    if lay is None or lay.axis is None:
+        return np.asarray(x)
+    return np.asarray(np.split(x, len(lay.devices), axis=lay.axis)[node.arg])
 
 
 # ------------------------------------------------------------------ leaves

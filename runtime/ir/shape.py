@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import functools
 import operator
-import weakref
 from typing import TYPE_CHECKING, Any, Iterable
 
 from rulec.runtime.ir.ops import GroupOp, Ops
+# where a value lives (its devices; a multi-device value's layout): shape inference reads it for a part
+# of a multi-device value, and callers import device_of/devices_of from here too
+from rulec.runtime.ir.placement import device_of, devices_of, part_shape  # noqa: F401
 
 _RANGE_BIT = 1 << Ops.RANGE
 
@@ -20,7 +22,7 @@ def prod(xs: Iterable[Any]) -> Any:
 
 # ops that have exactly the shape of their first source
 _PASSTHROUGH = frozenset({Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.DETACH, Ops.FUSE, Ops.COPY, Ops.ASSIGN,
-                          Ops.REALIZE, Ops.CHILD, Ops.CHILDREN, Ops.NOOP, Ops.MSELECT, Ops.BIND})
+                          Ops.REALIZE, Ops.CHILD, Ops.CHILDREN, Ops.NOOP, Ops.BIND})
 # kernel-level ops: shapes stop here
 _SHAPELESS = frozenset({Ops.SINK, Ops.INDEX, Ops.RANGE, Ops.LOAD, Ops.KERNEL, Ops.DEVICE, Ops.UNIQUE,
                         Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_REG, Ops.REDUCE, Ops.END, Ops.IF,
@@ -43,7 +45,7 @@ def is_unit_loop(r: UOp) -> bool:
 def shape_sources(u: UOp) -> tuple[UOp, ...]:
     """The sources whose shape `infer_shape(u)` reads (UOp.shape fills them first, without recursion)."""
     op = u.op
-    if op in _PASSTHROUGH or op in (Ops.PERMUTE, Ops.PAD, Ops.FLIP, Ops.REDUCE_AXIS):
+    if op in _PASSTHROUGH or op in (Ops.PERMUTE, Ops.PAD, Ops.FLIP, Ops.REDUCE_AXIS, Ops.MULTI, Ops.MSELECT):
         return u.src[:1]
     if op in GroupOp.Elementwise or op is Ops.MSTACK:
         return u.src
@@ -81,6 +83,13 @@ def infer_shape(u: UOp) -> tuple | None:
         return tuple(e if isinstance(b, int) and b == 0 else e - b for b, e in u.arg)
     if op is Ops.FLIP:
         return u.src[0].shape
+    if op is Ops.MSELECT:
+        return part_shape(u)
+    if op is Ops.MULTI:
+        # the logical shape: n parts of the shard axis side by side (runtime/ir/multi.py)
+        part, (axis, devices) = u.src[0].shape, u.arg
+        return part if part is None or axis is None else \
+            tuple(s * len(devices) if i == axis else s for i, s in enumerate(part))
     if op is Ops.REDUCE_AXIS:
         inner = u.src[0].shape
         return None if inner is None else tuple(1 if i in u.arg[1] else s for i, s in enumerate(inner))
@@ -120,34 +129,3 @@ def closed_ranges(n: UOp) -> tuple[UOp, ...]:
     if n.op is Ops.STORE:
         return n.src[2:]
     return ()
-
-
-# the devices of each node, from its sources' (a new op costs O(1), a graph is walked once)
-_devices: "weakref.WeakKeyDictionary[UOp, frozenset[str]]" = weakref.WeakKeyDictionary()
-
-
-def devices_of(u: UOp) -> frozenset[str]:
-    """The devices a tensor-level graph lives on: those of its buffers and placed constants, and the target of
-    a COPY (whose source is another device's business). Empty for a graph with no device."""
-    if (d := _devices.get(u)) is not None:
-        return d
-    for x in u.toposort(gate=lambda n: n not in _devices):
-        if x in _devices:
-            continue
-        if x.op is Ops.COPY and len(x.src) > 1 and x.src[1].op is Ops.DEVICE:
-            d = frozenset((x.src[1].arg,))
-        elif (x.op is Ops.BUFFER and len(x.src) > 1 and x.src[1].op is Ops.DEVICE) or \
-                (x.op is Ops.CONST and x.src and x.src[0].op is Ops.DEVICE):
-            d = frozenset((x.src[-1].arg,))
-        else:
-            d = frozenset().union(*(_devices[s] for s in x.src)) if x.src else frozenset()
-        _devices[x] = d
-    return _devices[u]
-
-
-def device_of(u: UOp, default: str = "CPU") -> str:
-    """The one device `u` lives on (`default` when it has none)."""
-    found = devices_of(u)
-    if len(found) > 1:
-        raise ValueError(f"a graph mixes the devices {sorted(found)}: copy with .to() first")
-    return next(iter(found)) if found else default

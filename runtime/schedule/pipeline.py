@@ -27,7 +27,7 @@ from rulec.runtime.schedule.matchers import StageMatchers, running
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.engine.rewrite import graph_rewrite
 from rulec.runtime.engine.trace import active_trace
-from rulec.runtime.ir.uop import UOp
+from rulec.runtime.ir.uop import UOp, op_mask
 
 ENGINES = ("python", "egglog")
 
@@ -42,6 +42,8 @@ class Stage:
     call: str | None = None  # "module:function" for a Python step
     loc: str = ""
     engine: str = "python"  # or "egglog": each rule set saturated in turn, the cheapest form kept
+    # `when_graph_has`: the ops (as a UOp._mask) without which the stage cannot fire; 0: it always runs
+    needs_ops: int = 0
 
     @property
     def kind(self) -> str:
@@ -67,7 +69,8 @@ class Pipeline:
     def from_artifact(cls, path: Path, data: dict, sources: list[Path] | None = None) -> Pipeline:
         """The pipeline a build compiled from the file `path` (rulec/emit_pipeline.py writes `data`)."""
         stages = [Stage(s["name"], list(s["rules"]), s["bottom_up"], s["context"], s["keep_result"], s["call"],
-                        s["loc"], s["engine"]) for s in data["stages"]]
+                        s["loc"], s["engine"], op_mask(*(Ops[o] for o in s.get("when_graph_has", ()))))
+                  for s in data["stages"]]
         return cls(path, dict(data["contexts"]), stages, tuple(data["matchers"]), sources)
 
     @property
@@ -207,6 +210,8 @@ def run_pipeline(sink: UOp, pipeline: Pipeline | None = None) -> tuple[UOp, dict
     trace = active_trace()
     with running(pipe.stage_matchers()):
         for st in pipe.stages:
+            if st.needs_ops and not sink._mask & st.needs_ops:
+                continue  # none of the ops its rules need is in the graph: a pass would rewrite nothing
             if trace is None:
                 sink = _run_stage(pipe, st, sink, contexts)
                 continue

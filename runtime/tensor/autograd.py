@@ -11,6 +11,7 @@ of `rules/gradient.yaml`; this module is the stateful part (docs/autograd.md):
 """
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from rulec.runtime.engine.artifacts import shipped_ruleset
@@ -144,8 +145,15 @@ class Autograd:
             raise GradientError(f"only float tensors have gradients (dtypes {names})")
         root_grad = _root_gradient(me, gradient)
         grads = compute_gradients(me.uop, root_grad.uop, [t.uop for t in targets])
-        return [cls(g) if g is not None else cls.zeros(t.shape, dtype=t.dtype, device=t.device or root_grad.device)
-                for t, g in zip(targets, grads)]
+        out = []
+        for t, g in zip(targets, grads):
+            if isinstance(t.device, tuple):  # a multi-device tensor's gradient is laid out as it is
+                out.append(importlib.import_module("rulec.runtime.tensor.multi").like(cls(g), t) if g is not None
+                           else t.zeros_like())
+            else:
+                where = t.device or (root_grad.device if isinstance(root_grad.device, str) else None)
+                out.append(cls(g) if g is not None else cls.zeros(t.shape, dtype=t.dtype, device=where))
+        return out
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Accumulate d self / d t into `t.grad` for every live float tensor `t` with a device that self
@@ -165,6 +173,8 @@ def _root_gradient(root: Any, gradient: Any) -> Tensor:
         if root.shape != ():
             raise GradientError(f"backward() without a gradient needs a scalar, but the shape is {root.shape}: "
                                 f"reduce it (.sum(), .mean()) or pass gradient=")
+        if isinstance(root.device, tuple):
+            return type(root)(1.0, dtype=root.dtype)  # no device: a constant fits any layout
         return type(root).full((), 1.0, dtype=root.dtype, device=root.device)
     if not isinstance(gradient, Autograd):
         raise TypeError(f"gradient must be a Tensor, not {type(gradient).__name__}")

@@ -164,4 +164,4 @@ def to_numpy(t: Tensor) -> np.ndarray:
 
 
 _VIEW_OPS = {Ops.BUFFER, Ops.UNIQUE, Ops.DEVICE, Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.RESHAPE, Ops.EXPAND,
-             Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP}
+             Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP, Ops.MULTI, Ops.MSTACK}

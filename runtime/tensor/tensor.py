@@ -49,6 +49,7 @@ from rulec.runtime.tensor.tensor_more import MoreOps
 from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.engine.helpers import identity_element
 from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.placement import MULTI_MASK, layout
 from rulec.runtime.ir.shape import prod
 from rulec.runtime.ir.uop import UOp
 
@@ -185,15 +186,21 @@ class Tensor(MoreOps, Autograd):
     _seed: int = 0
     _rng_counter: int = 0
 
-    def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
+    def __init__(self, data: Any, device: str | tuple[str, ...] | None = None, dtype: DType | str | None = None,
                  requires_grad: bool | None = None):
         self._init_autograd(requires_grad)  # .grad and requires_grad (runtime/tensor/autograd.py)
+        if isinstance(device, (tuple, list)):  # on several devices: made on one, then replicated (tinygrad's)
+            self.uop = Tensor(data, dtype=dtype).to(device).uop
+            all_tensors.add(self)
+            return
         dev = _device(device)
         dtype = to_dtype(dtype)
         if isinstance(data, Tensor):
             uop = data.uop if device is None else data.to(dev).uop
         elif isinstance(data, UOp):
             uop = data
+            if uop._mask & MULTI_MASK:
+                layout(uop)  # an op with no per-device form on a multi-device value fails here, as it is built
         elif isinstance(data, np.generic):  # before float: np.float64 subclasses float
             uop = _const(dtype or buffers.from_numpy_dtype(data.dtype), data.item(), _on(device))
         elif isinstance(data, (bool, int, float)):
@@ -227,9 +234,11 @@ class Tensor(MoreOps, Autograd):
         return len(self.shape)
 
     @property
-    def device(self) -> str | None:
-        """The device the tensor lives on ("CPU", "CL", ...), or None for one with no storage (see the
-        module docstring)."""
+    def device(self) -> str | tuple[str, ...] | None:
+        """The device the tensor lives on ("CPU", "CL", ...), the tuple of devices of a multi-device tensor,
+        or None for one with no storage (see the module docstring)."""
+        if self.uop._mask & MULTI_MASK and (lay := layout(self.uop)) is not None:
+            return lay.devices
         devs = graph_devices(self.uop)  # cached per node: an op costs O(1) here, not a walk of its graph
         if not devs:
             return None
@@ -239,7 +248,7 @@ class Tensor(MoreOps, Autograd):
         """This tensor on `device`: itself if it is there already (or has no device), else a COPY. A tuple
         of devices replicates it on each (`shard(device)`)."""
         if isinstance(device, (tuple, list)):
-            return self.shard(device)
+            return _multi_module().to_devices(self, device)
         dev = _device(device)
         if self.device is None or self.device == dev:
             return self
@@ -251,8 +260,20 @@ class Tensor(MoreOps, Autograd):
         return _multi_module().shard(self, devices, axis)
 
     def shard_(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
-        """`shard`, in place: this Tensor object becomes the multi-device tensor."""
-        return _multi_module().shard_(self, devices, axis)
+        """`shard`, in place: this tensor becomes the multi-device one."""
+        self.uop = self.shard(devices, axis).uop
+        return self
+
+    @property
+    def axis(self) -> int | None:
+        """The axis a multi-device tensor is split along (None: replicated, or on one device)."""
+        lay = layout(self.uop)
+        return None if lay is None else lay.axis
+
+    @property
+    def shards(self) -> list[Tensor]:
+        """Each device's part, in device order (a tensor on one device: itself)."""
+        return _multi_module().shards(self)
 
     def to_(self, device: str | None) -> Tensor:
         """Move this tensor to `device` in place (its graph becomes the copy)."""
@@ -289,6 +310,9 @@ class Tensor(MoreOps, Autograd):
     def full(shape: Any, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """A constant: `CONST.reshape((1,)*n).expand(shape)`; the dtype follows the value by default."""
         shape, dtype = _varshape((shape,)), to_dtype(dtype)
+        if isinstance(device, (tuple, list)):  # replicated: a constant with no device, laid out on each
+            const = Tensor(fill_value, dtype=dtype or _scalar_dtype(fill_value))._broadcast_to(shape)
+            return _multi_module().to_devices(const, device)
         return Tensor(fill_value, _device(device), dtype=dtype or _scalar_dtype(fill_value))._broadcast_to(shape)
 
     @staticmethod
@@ -300,13 +324,15 @@ class Tensor(MoreOps, Autograd):
         return Tensor.full(_varshape(shape), 1, to_dtype(dtype) or dtypes.default_float, device)
 
     def zeros_like(self, dtype: DType | str | None = None) -> Tensor:
-        return Tensor.zeros(self.shape, dtype=to_dtype(dtype) or self.dtype)
+        return self.full_like(0, dtype)
 
     def ones_like(self, dtype: DType | str | None = None) -> Tensor:
-        return Tensor.ones(self.shape, dtype=to_dtype(dtype) or self.dtype)
+        return self.full_like(1, dtype)
 
     def full_like(self, fill_value: Scalar, dtype: DType | str | None = None) -> Tensor:
-        return Tensor.full(self.shape, fill_value, dtype=to_dtype(dtype) or self.dtype)
+        """A constant of self's shape, on self's device (laid out as self on several devices)."""
+        out = Tensor.full(self.shape, fill_value, dtype=to_dtype(dtype) or self.dtype, device=self.device or None)
+        return _multi_module().like(out, self) if isinstance(self.device, tuple) else out
 
     @staticmethod
     def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | str | None = None,
@@ -1192,12 +1218,12 @@ class Tensor(MoreOps, Autograd):
 
     def realize(self, *lst: Tensor) -> Tensor:
         """Compute self (and `lst`) into buffers; `Tensor.realize(a, b)` works too."""
-        _realize_module().realize(*_multi_module().flatten((self, *lst)))
+        _realize_module().realize(self, *lst)
         return self
 
     def schedule(self, *lst: Tensor) -> Any:
         """The kernels that would realize self (and `lst`), without running them."""
-        return _realize_module().schedule(*_multi_module().flatten((self, *lst)))
+        return _realize_module().schedule(self, *lst)
 
     def numpy(self) -> np.ndarray:
         return _realize_module().to_numpy(self)
@@ -1229,6 +1255,8 @@ class Tensor(MoreOps, Autograd):
         """Make self's buffer take the value `x` when realized: self.uop becomes ASSIGN(self.uop, x)."""
         if not isinstance(x, Tensor):
             x = Tensor.full(self.shape, x, self.dtype) if isinstance(x, (bool, int, float)) else Tensor(x, dtype=self.dtype)
+        if isinstance(self.device, tuple) and isinstance(x.device, str):
+            x = _multi_module().like(x, self)  # a plain value is laid out as the multi-device target
         if x.shape != self.shape:
             raise ValueError(f"cannot assign a tensor of shape {x.shape} to one of shape {self.shape}")
         if x.dtype != self.dtype:
@@ -1236,7 +1264,10 @@ class Tensor(MoreOps, Autograd):
         _same_device((self, x))
         base, chain = _view_of_storage(self.uop)
         if base is None or not chain or (whole := _value_in_base(base, chain, x.uop)) is None:
-            self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+            a = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+            if a._mask & MULTI_MASK:
+                layout(a)  # the value must be laid out as the target
+            self.uop = a
             return self
         # an assign to a view writes the tensor it views: as tinygrad 0.14, every live tensor that reads
         # the viewed storage reads it after the assign from now on (the base too, realized or not). Assigns
@@ -1262,7 +1293,8 @@ def _on(device: str | None) -> tuple[UOp, ...]:
 def _same_device(items: tuple) -> None:
     """Tensors combined by one op live on one device (tinygrad's rule); a Python scalar has none."""
     devs = {t.device for t in items if isinstance(t, Tensor)} - {None}
-    if len(devs) > 1:
+    # (multi-device operands: the new node's layout check names the op, the shapes and the axes)
+    if len(devs) > 1 and not any(isinstance(d, tuple) for d in devs):
         shapes = ", ".join(f"{t.device} {t.shape}" for t in items if isinstance(t, Tensor) and t.device)
         raise ValueError(f"tensors on different devices ({shapes}): move one with .to(device) first")
 

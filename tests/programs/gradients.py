@@ -42,6 +42,11 @@ check(lambda x: Tensor(UOp(Ops.CONTIGUOUS_BACKWARD, x.dtype, (x.uop,))) * x)
 check(lambda x: (x < 1.0).where(x, x * 3))  # the comparison and the condition carry no gradient
 check(lambda x: x.to("PYTHON") * 2)
 check(lambda x: (x < 1.0).cast("float64") * x + x)  # a comparison used as a value: no gradient through it
+# several devices (docs/multi-device.md): through a gather, the sharding's MULTI and its parts' copies
+D2 = ("CPU", "CPU:1")
+check(lambda x: (x.shard(D2, axis=1) * x.shard(D2, axis=1)).to("CPU"))
+check(lambda x: x.shard(D2).exp().sum(0).to("CPU:1"))  # replicated: part 0 takes the gradient
+check(lambda x: x.shard(D2, axis=1).shards[1].to("CPU") * 3)  # one device's part (an MSELECT)
 # through an assign: the value's gradient is what the assign reads back; the target (x itself here) gets none
 x = Tensor(X.copy()).realize()
 assigned = Tensor(UOp(Ops.ASSIGN, x.dtype, (x.uop, (x * 3).uop)))

@@ -10,7 +10,8 @@ def collect_outputs(sink: UOp) -> UOp:
 
     A tagged view of a buffer is an output that needs no kernel: a tensor equal to
     (a view of) a buffer that exists, once a buffer read back at its own index was removed.
+    A tagged MULTI is a multi-device tensor: its parts are those of its devices.
     """
     keep = [x for x in sink.parents
-            if x.tag is not None and (x.op is Ops.BUFFERIZE or x.base.op in (Ops.CONST, Ops.BUFFER))]
+            if x.tag is not None and (x.op in (Ops.BUFFERIZE, Ops.MULTI) or x.base.op in (Ops.CONST, Ops.BUFFER))]
     return UOp.sink(*keep)
