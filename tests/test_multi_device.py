@@ -336,3 +336,26 @@ def test_creation_on_a_tuple_of_devices_and_like_keeps_the_layout():
     # a tensor on one device keeps it (it was the default device before)
     p = Tensor([1.0, 2.0], device="PYTHON")
     assert p.zeros_like().device == "PYTHON" and (p + p.ones_like()).numpy().tolist() == [2.0, 3.0]
+
+
+W = np.arange(24, dtype=np.float32).reshape(6, 4) / 11 - 1
+Y = np.linspace(-2, 2, 48, dtype=np.float32).reshape(8, 6)
+
+
+@pytest.mark.parametrize("name,program,want", [
+    ("tensor parallel, columns", lambda x, w: x.shard(D2) @ w.shard(D2, axis=1), Y @ W),
+    ("tensor parallel, rows (an all-reduce)", lambda x, w: x.shard(D2, axis=1) @ w.shard(D2, axis=0), Y @ W),
+    ("softmax over the shard axis", lambda x, w: x.shard(D2, axis=1).softmax(1),
+     np.exp(Y) / np.exp(Y).sum(1, keepdims=True)),
+    ("gram matrix", lambda x, w: x.shard(D2, axis=0).T @ x.shard(D2, axis=0), Y.T @ Y),
+    ("cat off the shard axis", lambda x, w: x.shard(D2, axis=0).cat(x.shard(D2, axis=0) * 2, dim=1),
+     np.concatenate([Y, 2 * Y], 1)),
+    ("argmax over the shard axis", lambda x, w: x.shard(D2, axis=0).argmax(0), Y.argmax(0)),
+    ("resharded on another axis", lambda x, w: x.shard(D2, axis=0).shard(D2, axis=1) + 1, Y + 1),
+    ("onto the devices in another order", lambda x, w: x.shard(D2, axis=0).to(("CPU:1", "CPU")), Y),
+    ("a comparison gathered", lambda x, w: (x.shard(D2, axis=0) > 0).to("CPU"), Y > 0),
+])
+def test_programs_on_two_devices_vs_numpy(name, program, want):
+    got = program(Tensor(Y), Tensor(W))
+    assert isinstance(got.device, tuple) or got.device == "CPU", name
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
