@@ -49,6 +49,16 @@ def test_instances_are_devices_of_their_own():
     assert p.device == "PYTHON:1" and (p + 1).numpy().tolist() == [2, 3, 4]
 
 
+def test_a_constant_is_stored_on_its_own_device():
+    # a constant keeps its device through the scheduler: its buffer is there, and so is the tensor after
+    t = Tensor.full((3,), 2.0, device="CPU:1").contiguous()
+    assert [(i.device, i.is_copy) for i in t.schedule()] == [("CPU:1", False)]
+    assert t.realize().device == "CPU:1" and t.numpy().tolist() == [2.0, 2.0, 2.0]
+    assert Tensor.full((2, 2), 3, device="PYTHON:1").realize().device == "PYTHON:1"
+    z = Tensor.zeros(4, device=D2).contiguous()  # each device's part is stored on it
+    assert sorted(i.device for i in z.schedule()) == ["CPU", "CPU:1"]
+
+
 def test_mixing_instances_needs_a_copy():
     with pytest.raises(ValueError, match="different devices"):
         Tensor(X, device="CPU:1") + Tensor(X)

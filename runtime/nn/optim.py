@@ -15,16 +15,12 @@ __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
 
 def _zeros_like(p: Tensor) -> Tensor:
     """Optimizer state for `p`, on its device; for a multi-device parameter, laid out as it is (its
-    shards' devices and axis: runtime/tensor/multi.py)."""
-    if isinstance(p.device, tuple):
-        return Tensor.zeros(*p.shape, dtype=p.dtype).shard(p.device, getattr(p, "axis", None)).realize()
-    return Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device).realize()
+    devices and shard axis: docs/multi-device.md)."""
+    return p.zeros_like().realize()
 
 
 def _ones(dtype, device) -> Tensor:
     """A one-element buffer of ones on `device` (replicated on a tuple of devices)."""
-    if isinstance(device, tuple):
-        return Tensor.ones(1, dtype=dtype).shard(device).contiguous().realize()
     return Tensor.ones(1, dtype=dtype, device=device).contiguous().realize()
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rulec.runtime import buffers
 from rulec.runtime.device import canonical
-from rulec.runtime.ir.multi import Layout, MultiDeviceError, laid_out, layout
+from rulec.runtime.ir.multi import Layout, MultiDeviceError, laid_out, layout, multi
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.shape import devices_of
 from rulec.runtime.ir.uop import UOp
@@ -22,7 +22,7 @@ from rulec.runtime.ir.uop import UOp
 if TYPE_CHECKING:
     from rulec.runtime.tensor.tensor import Tensor
 
-__all__ = ["MultiDeviceError", "devices_arg", "shard", "shards", "to_devices"]
+__all__ = ["MultiDeviceError", "devices_arg", "full", "shard", "shards", "to_devices"]
 
 
 def devices_arg(devices: Any) -> tuple[str, ...]:
@@ -53,6 +53,16 @@ def shard(t: Tensor, devices: Sequence[str], axis: int | None = None) -> Tensor:
     own = [p if p.op is Ops.COPY or not devices_of(p) else UOp(Ops.CONTIGUOUS, p.dtype, (p,), buffers.unique_id())
            for p in m.src[0].src]
     return Tensor(m.replace(src=(m.src[0].replace(src=tuple(own)),)))
+
+
+def full(shape: tuple[int, ...], value: Any, dtype: Any, devices: Sequence[str], axis: int | None = None) -> Tensor:
+    """A constant laid out on `devices` (split along `axis`, or replicated): each part a constant placed on
+    its device, so contiguous() of it gives each device a buffer of its own."""
+    from rulec.runtime.tensor.tensor import Tensor
+
+    devs = devices_arg(devices)
+    part = tuple(n // len(devs) if i == axis else n for i, n in enumerate(shape))
+    return Tensor(multi([Tensor.full(part, value, dtype, device=d).uop for d in devs], Layout(devs, axis)))
 
 
 def to_devices(t: Tensor, devices: Sequence[str]) -> Tensor:

@@ -310,9 +310,8 @@ class Tensor(MoreOps, Autograd):
     def full(shape: Any, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """A constant: `CONST.reshape((1,)*n).expand(shape)`; the dtype follows the value by default."""
         shape, dtype = _varshape((shape,)), to_dtype(dtype)
-        if isinstance(device, (tuple, list)):  # replicated: a constant with no device, laid out on each
-            const = Tensor(fill_value, dtype=dtype or _scalar_dtype(fill_value))._broadcast_to(shape)
-            return _multi_module().to_devices(const, device)
+        if isinstance(device, (tuple, list)):  # replicated: the constant placed on each device
+            return _multi_module().full(shape, fill_value, dtype or _scalar_dtype(fill_value), device)
         return Tensor(fill_value, _device(device), dtype=dtype or _scalar_dtype(fill_value))._broadcast_to(shape)
 
     @staticmethod
@@ -331,8 +330,10 @@ class Tensor(MoreOps, Autograd):
 
     def full_like(self, fill_value: Scalar, dtype: DType | str | None = None) -> Tensor:
         """A constant of self's shape, on self's device (laid out as self on several devices)."""
-        out = Tensor.full(self.shape, fill_value, dtype=to_dtype(dtype) or self.dtype, device=self.device or None)
-        return _multi_module().like(out, self) if isinstance(self.device, tuple) else out
+        dtype = to_dtype(dtype) or self.dtype
+        if isinstance(self.device, tuple):
+            return _multi_module().full(self.shape, fill_value, dtype, self.device, self.axis)
+        return Tensor.full(self.shape, fill_value, dtype=dtype, device=self.device)
 
     @staticmethod
     def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | str | None = None,
