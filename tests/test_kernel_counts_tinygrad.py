@@ -103,3 +103,12 @@ def test_contiguous_of_a_value_with_no_device_stays_virtual():
     out = (x[:, :4] + Tensor.arange(16).reshape(4, 4).contiguous()).sum(1, keepdim=True)
     assert len(Tensor.schedule(out)) == 1  # tinygrad 0.14: 1 (the arange is computed inside the sum)
     np.testing.assert_allclose(out.numpy(), (A[:, :4] + np.arange(16).reshape(4, 4)).sum(1, keepdims=True))
+
+
+def test_contiguous_of_a_copy_to_another_device_adds_nothing():
+    # tinygrad 0.14: x.to(d).contiguous() is the copy alone; (x + 1).to(d).contiguous() 1 kernel and the copy
+    x = realized()
+    for t, kinds in ((x.to("CPU:1").contiguous(), [("CPU:1", True)]),
+                     ((x + 1).to("CPU:1").contiguous(), [("CPU", False), ("CPU:1", True)])):
+        assert [(i.device, i.is_copy) for i in Tensor.schedule(t)] == kinds
+    np.testing.assert_array_equal((x + 1).to("CPU:1").contiguous().numpy(), A + 1)

@@ -1246,9 +1246,11 @@ class Tensor(MoreOps, Autograd):
     def contiguous(self) -> Tensor:
         """Self in a contiguous buffer. A realized buffer, or a view of one contiguous part of it (a reshape,
         a row, a prefix), already is one: as in tinygrad 0.14 it is returned as it is, sharing the storage
-        (an assign through it writes the buffer). Anything else gets a buffer of its own; its node carries a
-        unique id, so two `contiguous()` of one computed value are two buffers."""
-        if _contiguous_view(self.uop) or self.device is None:  # no device: a value computed where it is read
+        (an assign through it writes the buffer), and so is a copy to another device. Anything else gets a
+        buffer of its own; its node carries a unique id, so two `contiguous()` of one computed value are two
+        buffers."""
+        # no device: a value computed where it is read; a copy between devices is a buffer of its own already
+        if _contiguous_view(self.uop) or self.device is None or self.uop.op is Ops.COPY:
             return Tensor(self.uop)
         return own_buffer(self)
 
