@@ -1,7 +1,7 @@
 """Scheduling time and kernel counts: rulec against tinygrad 0.14, side by side, in one run.
 
     pip install -e '.[bench]'     # tinygrad 0.14, for this benchmark only
-    python bench/schedule.py [--repeat 15] [--only mlp,transformer,chain] [--quick]
+    python bench/schedule.py [--repeat 15] [--only mlp,transformer,chain] [--quick] [--gc-collect]
 
 Three families of programs, each at several sizes, so the table shows how scheduling time scales:
   mlp          an MLP 784-256-...-256-10, batch 64, with 1 to 16 hidden layers, forward
@@ -17,6 +17,7 @@ time / rulec time (above 1: rulec is faster), with its spread (min-max).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import time
@@ -103,8 +104,8 @@ FAMILIES = {
 class Runner:
     """One frontend's program on realized inputs; `once()` schedules a fresh build of it."""
 
-    def __init__(self, Tensor, prog, arrays):
-        self.Tensor, self.prog = Tensor, prog
+    def __init__(self, Tensor, prog, arrays, collect: bool = False):
+        self.Tensor, self.prog, self.collect = Tensor, prog, collect
         self.inputs = [Tensor(a) for a in arrays]
         Tensor.realize(*self.inputs)
         self.times: list[float] = []
@@ -113,6 +114,8 @@ class Runner:
     def once(self) -> float:
         outs = self.prog(self.Tensor, *self.inputs)
         self.uops = len(outs[0].uop.toposort())
+        if self.collect:  # untimed: this run starts with no garbage of the other scheduler's to collect
+            gc.collect()
         t0 = time.perf_counter()
         self.kernels = count_kernels(self.Tensor, outs)
         dt = time.perf_counter() - t0
@@ -135,6 +138,11 @@ def main() -> None:
                     + ", ".join(FAMILIES))
     ap.add_argument("--sizes", default=None, help="sizes to run, comma-separated (default: each family's)")
     ap.add_argument("--quick", action="store_true", help="only the smallest and largest size of each family")
+    ap.add_argument("--gc-collect", action="store_true",
+                    help="a full garbage collection before each timed run (untimed, for both schedulers): each then "
+                         "pays only for the collections its own allocations trigger. Without it, one scheduler's "
+                         "garbage can be collected in the other's timed run, and where the collections fall "
+                         "locks into the alternation")
     args = ap.parse_args()
 
     from rulec import Tensor as RTensor
@@ -156,10 +164,11 @@ def main() -> None:
             sizes = [int(s) for s in args.sizes.split(",")]
         elif args.quick:
             sizes = quick
+        first: tuple[float, float | None] | None = None
         for size in sizes:
             arrays, prog = inputs(family, size), program(family, size)
-            rulec = Runner(RTensor, prog, arrays)
-            tiny = Runner(TTensor, prog, arrays) if TTensor is not None else None
+            rulec = Runner(RTensor, prog, arrays, args.gc_collect)
+            tiny = Runner(TTensor, prog, arrays, args.gc_collect) if TTensor is not None else None
             ratios = []
             for i in range(args.repeat + 1):  # the first round warms both up and is not counted
                 r = rulec.once()
@@ -177,6 +186,19 @@ def main() -> None:
             else:
                 print(f"{name:34} {rulec.uops:6d} {f'{rulec.kernels} / -':>23} {r_ms:9.1f} {'-':>12} {'-':>15}",
                       flush=True)
+            t_now = statistics.median(tiny.times[1:]) * 1e3 if tiny is not None else None
+            first = first or (r_ms, t_now)
+        if first is not None and len(sizes) > 1:
+            print(growth_line(label, sizes, first, (r_ms, t_now)), flush=True)
+
+
+def growth_line(label: str, sizes: list[int], first: tuple[float, float | None],
+                last: tuple[float, float | None]) -> str:
+    """How much each scheduler's time grew from the family's smallest size to its largest: the one that
+    grows less scales better (a fixed cost per schedule also lowers this factor)."""
+    span = f"{label.format(sizes[0])} -> {sizes[-1]}"
+    tiny = f"{last[1] / first[1]:.1f}x" if first[1] and last[1] else "-"
+    return f"  growth, {span}: rulec {last[0] / first[0]:.1f}x, tinygrad {tiny}"
 
 
 if __name__ == "__main__":

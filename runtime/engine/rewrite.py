@@ -57,8 +57,10 @@ class _Rewriter:
         self.steps = 0
         self.step_limit = STEP_FLOOR
         self.root: UOp | None = None  # the graph the limit is taken from, until it is
-        # the last rule that rewrote each node, to explain cycles
-        self.rewrote: dict[UOp, tuple[UOp, int]] = {}
+        # what each node was rewritten to, and by which rule, to explain cycles (two dicts: a tuple per
+        # step would be one more tracked object per rewrite for the garbage collector)
+        self.rewrote: dict[UOp, UOp] = {}
+        self.rewrote_by: dict[UOp, int] = {}
         # the rule whose callback raised RewriteNotReady last, and per deferred node the one that did
         self.not_ready_rule = -1
         self.not_ready: dict[UOp, int] = {}
@@ -131,7 +133,8 @@ class _Rewriter:
         if not isinstance(r, UOp):
             info = self.matcher.rules[rid]
             raise RewriteError(f"rule {info} returned {type(r).__name__}, not a UOp")
-        self.rewrote[n] = (r, rid)
+        self.rewrote[n] = r
+        self.rewrote_by[n] = rid
         # a step costs the walk about one unit per source of its result: counting that, not just steps, bounds
         # the time of a rule that widens a node at every step (`(SINK ...s) -> (SINK ...s 0)`) as well
         self.steps += 1 + len(r.src)
@@ -142,7 +145,7 @@ class _Rewriter:
         # the limit scales with the graph, but counting the graph costs a walk: done only once the
         # steps pass the floor that no small graph reaches
         if self.root is not None:
-            self.step_limit = max(STEP_FLOOR, 100 * len(self.root.toposort()))
+            self.step_limit = max(STEP_FLOOR, 100 * (len(self.root.parents) + 1))
             self.root = None
         return self.steps > self.step_limit
 
@@ -170,13 +173,13 @@ class _Rewriter:
         n = start
         while n in self.rewrote and n not in pos and len(order) < 10000:
             pos[n] = len(order)
-            nxt, rid = self.rewrote[n]
+            nxt, rid = self.rewrote[n], self.rewrote_by[n]
             order.append((n, rid))
             n = nxt
         if n in pos:
             return self._rules_error("rewrite cycle", [rid for _, rid in order[pos[n]:]])
         # `start` may be a result not rewritten yet: then the latest rewrites are the growing ones
-        recent = [rid for _, rid in order] or [rid for _, rid in self.rewrote.values()]
+        recent = [rid for _, rid in order] or list(self.rewrote_by.values())
         counts: dict[int, int] = {}
         for rid in recent[-200:]:
             counts[rid] = counts.get(rid, 0) + 1
@@ -190,10 +193,10 @@ class _Rewriter:
             lines[f"  {info.ruleset}/{info.name} at {info.loc}"] = None
         return RewriteError(f"{self.name}: {what}; rules involved:\n" + "\n".join(lines))
 
-    def _deadlock(self, waiting: dict[UOp, list[tuple[UOp, int, UOp]]], root: UOp) -> RewriteError:
+    def _deadlock(self, waiting: dict[UOp, list[Any]], root: UOp) -> RewriteError:
         """The walk stopped with nodes waiting on each other: a rule rewrote a node into a graph containing it,
         and sources are final first, so the node would be rewritten again inside its own result."""
-        waits_on = {n: m for m, frames in waiting.items() for n, _, _ in frames}
+        waits_on = {n: m for m, frames in waiting.items() for n in frames[0::3]}  # frames: n, cur, marker
         n, path = next(iter(waits_on), root), {}
         while n in waits_on and n not in path:
             path[n] = len(path)
@@ -204,9 +207,9 @@ class _Rewriter:
             return self._nontermination(next(iter(waiting), root))
         what = (f"rewrite cycle: a node ({rewritten[0].op.name}) was rewritten into a graph that contains it, "
                 f"which rewrites it again inside its own result")
-        return self._rules_error(what, [self.rewrote[u][1] for u in rewritten])
+        return self._rules_error(what, [self.rewrote_by[u] for u in rewritten])
 
-    def _never_ready(self, deferred: list[tuple[UOp, int, UOp]]) -> RewriteError:
+    def _never_ready(self, deferred: list[tuple[UOp, Any, UOp]]) -> RewriteError:
         # per rule: how many nodes its callback kept deferring, and one of them
         per_rule: dict[int, list[UOp]] = {}
         for n, _, _ in deferred:
@@ -225,58 +228,61 @@ class _Rewriter:
             raise TypeError(f"the graph to rewrite must be a UOp, not {type(root).__name__}")
         self.root = root
         replace, bottom_up = self.replace, self.bottom_up
-        waiting: dict[UOp, list[tuple[UOp, int, UOp]]] = {}
+        # frames live on one flat stack, without a tuple each (a tuple per frame is a tracked object per
+        # node for the garbage collector, and on a deep graph most of them are alive at once): a node to
+        # visit is the node alone; "rebuild n from cur's final sources" is n, cur, _REBUILD; "n becomes
+        # what cur became" is n, cur, _RESOLVE. `waiting` holds frames in the same flat form.
+        waiting: dict[UOp, list[Any]] = {}
         active: set[UOp] = set()
-        deferred: list[tuple[UOp, int, UOp]] = []
-        stack: list[tuple[UOp, int, UOp]] = [(root, 0, root)]
+        deferred: list[tuple[UOp, Any, UOp]] = []  # (n, None or a marker, cur): rare, kept as tuples
+        stack: list[Any] = [root]
         # bound once: this loop runs for every node of every stage
         push, pop, apply, fixpoint = stack.append, stack.pop, self.apply, self.fixpoint
+        final, unmark = replace.__getitem__, active.discard
         finished = stalled = 0
 
         def finish(n: UOp, result: UOp) -> None:
             replace[n] = result
-            active.discard(n)
-            frames = waiting.pop(n, None)
-            if frames:
-                stack.extend(frames)
+            unmark(n)
+            if waiting:  # nearly always empty: frames wait only where a rewrite looped back
+                frames = waiting.pop(n, None)
+                if frames:
+                    stack.extend(frames)
+
+        def wait(on: UOp, n: UOp, cur: UOp, marker: Any) -> None:
+            frames = waiting.get(on)
+            if frames is None:
+                frames = waiting[on] = []
+            frames += (n, cur, marker)
 
         while True:
             while stack:
-                n, stage, cur = pop()
-                if n in replace:
-                    continue
-                if stage == 0:
-                    if n in active:
+                top = pop()
+                if top is _REBUILD:
+                    cur = pop()
+                    n = pop()
+                    if n in replace:
                         continue
-                    active.add(n)
-                    if bottom_up:
-                        try:
-                            cur = fixpoint(n)
-                        except RewriteNotReady:
-                            active.discard(n)
-                            deferred.append((n, 0, n))
-                            self.not_ready[n] = self.not_ready_rule
-                            continue
-                    push((n, 1, cur))
-                    for s in reversed(cur.src):
-                        if s not in replace:
-                            push((s, 0, s))
-                elif stage == 1:
                     try:  # sources are final first, so a source is missing only when a rewrite looped back
-                        new_src = tuple([replace[s] for s in cur.src])
+                        new_src = tuple(map(final, cur.src))
                     except KeyError:
-                        missing = next(s for s in cur.src if s not in replace)
-                        waiting.setdefault(missing, []).append((n, 1, cur))
+                        wait(next(s for s in cur.src if s not in replace), n, cur, _REBUILD)
                         continue
                     if new_src == cur.src:  # UOps compare by identity
                         if bottom_up:
                             finished += 1
-                            finish(n, cur)
+                            replace[n] = cur  # finish(n, cur), inline: the most common step of all
+                            unmark(n)
+                            if waiting:
+                                frames = waiting.pop(n, None)
+                                if frames:
+                                    stack.extend(frames)
                             continue
                         try:
                             nxt = apply(cur)
-                        except RewriteNotReady:
-                            deferred.append((n, 1, cur))
+                        except RewriteNotReady as e:
+                            _unlink(e)
+                            deferred.append((n, _REBUILD, cur))
                             self.not_ready[n] = self.not_ready_rule
                             continue
                         if nxt is None:
@@ -287,15 +293,41 @@ class _Rewriter:
                             continue
                     else:
                         nxt = UOp(cur.op, cur.dtype, new_src, cur.arg, cur.tag)
-                    push((n, 2, nxt))
-                    push((nxt, 0, nxt))
-                else:
+                    push(n)
+                    push(nxt)
+                    push(_RESOLVE)
+                    push(nxt)
+                elif top is _RESOLVE:
+                    cur = pop()
+                    n = pop()
+                    if n in replace:
+                        continue
                     r = replace.get(cur)
                     if r is None:
-                        waiting.setdefault(cur, []).append((n, 2, cur))
+                        wait(cur, n, cur, _RESOLVE)
                         continue
                     finished += 1
                     finish(n, r)
+                else:
+                    n = cur = top
+                    if n in replace or n in active:
+                        continue
+                    active.add(n)
+                    if bottom_up:
+                        try:
+                            cur = fixpoint(n)
+                        except RewriteNotReady as e:
+                            _unlink(e)
+                            active.discard(n)
+                            deferred.append((n, None, n))
+                            self.not_ready[n] = self.not_ready_rule
+                            continue
+                    push(n)
+                    push(cur)
+                    push(_REBUILD)
+                    for s in reversed(cur.src):
+                        if s not in replace:
+                            push(s)
             if not deferred:
                 break
             # a pass may finish nothing while callbacks record what they saw (children gating);
@@ -304,13 +336,31 @@ class _Rewriter:
             if stalled >= 2:
                 raise self._never_ready(deferred)
             finished = 0
-            for frame in deferred:
-                active.discard(frame[0])
-            stack.extend(reversed(deferred))
+            for n, marker, cur in reversed(deferred):
+                active.discard(n)
+                if marker is None:
+                    push(n)
+                else:
+                    push(n)
+                    push(cur)
+                    push(marker)
             deferred = []
         if root not in replace:
             raise self._deadlock(waiting, root)
         return replace[root]
+
+
+def _unlink(e: RewriteNotReady) -> None:
+    """Drop what a caught not-ready signal refers to. It is control flow, not an error: its traceback holds
+    every frame of the walk, and the RuleFailed it was unwrapped from (its __context__) refers back to it,
+    a reference cycle that would keep the whole schedule alive until the garbage collector finds it."""
+    e.__traceback__ = None
+    e.__context__ = None
+
+
+# the markers of the walk's frames that are not a plain visit (see _Rewriter.run)
+_REBUILD = object()
+_RESOLVE = object()
 
 
 def graph_rewrite(sink: UOp, rules: Matcher | HasMatcher, ctx: Any = None, bottom_up: bool = False,

@@ -2,7 +2,7 @@
 
 Structurally equal nodes are the same Python object, so `a is b` (and `a == b`)
 is structural equality and a node's hash is its identity. Derived facts
-(toposort, parents, shape, value bounds) are computed once per node and cached.
+(parents, open ranges, shape, value bounds) are computed once per node and cached.
 """
 from __future__ import annotations
 
@@ -19,12 +19,19 @@ _UNSET: Any = object()
 _COMPARISONS = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
 
 
+class _KeyedRef(weakref.ref):
+    """A weak reference that knows its key in the hash-consing table. weakref.KeyedRef does the same with a
+    Python-level __new__ and __init__; this one is built in C and given its key after."""
+
+    __slots__ = ("key",)
+
+
 class UOp:
-    __slots__ = ("op", "dtype", "src", "arg", "tag", "__weakref__", "_topo", "_parents", "_shape", "_bounds", "_key",
+    __slots__ = ("op", "dtype", "src", "arg", "tag", "__weakref__", "_parents", "_shape", "_bounds", "_key",
                  "_mask", "_ranges")
-    # hash-consing table: key -> weak reference to the node (a plain dict of KeyedRefs: WeakValueDictionary
+    # hash-consing table: key -> weak reference to the node (a plain dict of _KeyedRefs: WeakValueDictionary
     # does the same with a Python-level call per lookup and per insert, on every node built)
-    _cache: dict[tuple, weakref.KeyedRef] = {}
+    _cache: dict[tuple, _KeyedRef] = {}
 
     op: Ops
     dtype: DType
@@ -44,21 +51,26 @@ class UOp:
             if hit is not None:
                 return hit
         self = object.__new__(cls)
-        for name, value in (("op", op), ("dtype", dtype), ("src", src), ("arg", arg), ("tag", tag)):
-            object.__setattr__(self, name, value)
+        # the slots' own setters: object.__setattr__ looks each name up first, twice the cost (every node built)
+        _set_op(self, op)
+        _set_dtype(self, dtype)
+        _set_src(self, src)
+        _set_arg(self, arg)
+        _set_tag(self, tag)
         # which ops occur at or below this node, one bit per op: O(sources) here, so "does this subgraph hold
         # a REDUCE_AXIS?" never walks the subgraph (a walk per node is quadratic on deep graphs)
         mask = 1 << op
         for s_ in src:
             mask |= s_._mask
-        object.__setattr__(self, "_mask", mask)
-        object.__setattr__(self, "_ranges", None)
-        object.__setattr__(self, "_topo", None)
-        object.__setattr__(self, "_parents", None)
-        object.__setattr__(self, "_shape", _UNSET)
-        object.__setattr__(self, "_bounds", None)
-        object.__setattr__(self, "_key", key)
-        _CACHE[key] = weakref.KeyedRef(self, _forget, key)
+        _set_mask(self, mask)
+        _set_ranges(self, None)
+        _set_parents(self, None)
+        _set_shape(self, _UNSET)
+        _set_bounds(self, None)
+        _set_key(self, key)
+        ref = _KeyedRef(self, _forget)
+        ref.key = key
+        _CACHE[key] = ref
         return self
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -92,8 +104,16 @@ class UOp:
         With `gate`, the walk does not descend below nodes for which gate(node) is False
         (they are still included).
         """
-        if gate is None and self._topo is not None:
-            return self._topo
+        if gate is None:
+            # a copy of the cached parents, plus this node: caching a dict that held the node itself would
+            # be a reference cycle, keeping every graph whose toposort was taken alive until the garbage
+            # collector finds it
+            topo = self.parents.copy()
+            topo[self] = None
+            return topo
+        return self._walk(gate)
+
+    def _walk(self, gate: Callable[[UOp], bool] | None) -> dict[UOp, None]:
         out: dict[UOp, None] = {}
         stack: list[tuple[UOp, bool]] = [(self, False)]
         while stack:
@@ -108,18 +128,21 @@ class UOp:
                 for s in reversed(node.src):
                     if s not in out:
                         stack.append((s, False))
-        if gate is None:
-            object.__setattr__(self, "_topo", out)
         return out
 
     @property
     def parents(self) -> dict[UOp, None]:
-        """Every node strictly below this one (its transitive sources); cached like the toposort."""
+        """Every node strictly below this one (its transitive sources), in toposort order; cached per node
+        (do not modify it)."""
         if self._parents is None:
-            topo = dict(self.toposort())
+            topo = self._walk(None)
             del topo[self]
             object.__setattr__(self, "_parents", topo)
         return self._parents
+
+    def reaches(self, x: UOp) -> bool:
+        """Whether `x` is this node or one below it (a lookup in the cached parents, no copy of them)."""
+        return x is self or x in self.parents
 
     @property
     def sparents(self) -> dict[UOp, None]:
@@ -309,9 +332,12 @@ class UOp:
 
 
 _CACHE = UOp._cache
+_set_op, _set_dtype, _set_src, _set_arg, _set_tag, _set_mask, _set_ranges, _set_parents, _set_shape, _set_bounds, \
+    _set_key = (UOp.__dict__[name].__set__ for name in ("op", "dtype", "src", "arg", "tag", "_mask", "_ranges",
+                                                         "_parents", "_shape", "_bounds", "_key"))
 
 
-def _forget(ref: weakref.KeyedRef) -> None:
+def _forget(ref: _KeyedRef) -> None:
     """A node died: drop its table entry, unless an equal node was built again since."""
     if _CACHE.get(ref.key) is ref:
         del _CACHE[ref.key]

@@ -214,7 +214,7 @@ def expand_end(idxs: tuple[UOp, ...], in_shape: tuple, out_shape: tuple, end: An
     for i, a, b in zip(idxs, in_shape, out_shape):
         if not i.has_op(_RANGE):
             continue
-        rngs = [u for u in i.toposort() if u.op is Ops.RANGE]
+        rngs = _ranges_in(i)
         if a == b:
             kept.update(rngs)
         else:
@@ -288,7 +288,15 @@ def axes_to_end(idx: UOp) -> tuple[int, ...] | None:
     if idx.arg is None or not idx.has_op(_STORED) or not idx.has_op(_REDUCE_AXIS):
         return None
     return tuple(i for i, a in enumerate(idx.src[1:])
-                 if a.has_op(_RANGE) and any(u.arg > idx.arg for u in a.toposort() if u.op is Ops.RANGE))
+                 if a.has_op(_RANGE) and any(u.arg > idx.arg for u in _ranges_in(a)))
+
+
+def _ranges_in(u: UOp) -> list[UOp]:
+    """The RANGE nodes at or below `u`, sources first (from the cached parents, without copying them)."""
+    found = [x for x in u.parents if x.op is Ops.RANGE]
+    if u.op is Ops.RANGE:
+        found.append(u)
+    return found
 
 
 def _as_tuple(ranges: UOp | tuple[UOp, ...]) -> tuple[UOp, ...]:
@@ -296,11 +304,14 @@ def _as_tuple(ranges: UOp | tuple[UOp, ...]) -> tuple[UOp, ...]:
 
 
 def independent_of(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
-    """True when `x` reads none of `ranges` (one range or a tuple): it is the same in every iteration."""
+    """True when none of `ranges` (one range or a tuple) is open in `x`: it is the same in every iteration.
+
+    A range closed below `x` (by a reduce inside it) does not make `x` vary. Open ranges are cached per node
+    (`UOp.ranges`): a walk below every reduce would be quadratic on a deep graph."""
     if not x.has_op(_RANGE):
         return True
-    topo = x.toposort()
-    return not any(r in topo for r in _as_tuple(ranges))
+    open_here = x.ranges
+    return not any(r in open_here for r in _as_tuple(ranges))
 
 
 def _trip_count(ranges: tuple[UOp, ...]) -> int | None:
@@ -365,8 +376,8 @@ def used_or_longer_ranges(store: UOp) -> tuple[UOp, ...]:
     unit = [r for r in store.src[2:] if is_unit_loop(r)]
     if not unit:  # the usual case: no need to look at what the store reads
         return store.src[2:]
-    reads = set(store.src[0].toposort()) | set(store.src[1].toposort())
-    return tuple(r for r in store.src[2:] if r not in unit or r in reads)
+    target, value = store.src[0], store.src[1]
+    return tuple(r for r in store.src[2:] if r not in unit or target.reaches(r) or value.reaches(r))
 
 
 def buffer_under(u: UOp) -> UOp | None:
@@ -426,7 +437,7 @@ def reads_target_elsewhere(target: UOp, value: UOp) -> bool:
 
 def reads(value: UOp, buf: UOp | None) -> bool:
     """Whether `value` reads `buf` (a BUFFER) anywhere in its graph; False for None."""
-    return buf is not None and buf in value.toposort()
+    return buf is not None and value.reaches(buf)
 
 
 def same_but_tags(a: UOp, b: UOp) -> bool:

@@ -48,31 +48,33 @@ def conjuncts(conds: list[UOp]) -> list[UOp]:
 def _narrowing(conds: list[UOp]) -> dict[UOp, tuple[int, int]]:
     """For every expression a gate compares, the interval the gate keeps it in."""
     box: dict[UOp, tuple[int, int]] = {}
-
-    def keep(u: UOp, lo: int, hi: int, depth: int = 0) -> None:
-        if u.dtype.scalar.kind not in ("int", "uint", "index"):
-            return  # float comparisons narrow nothing an index uses
-        olo, ohi = box.get(u, (u.vmin, u.vmax))
-        lo, hi = max(olo, lo), min(ohi, hi)
-        box[u] = (lo, hi)
-        if depth < 8 and lo <= hi:
-            for x, xlo, xhi in _solve(u, lo, hi):  # `4 - r0 < 4` also bounds r0 (and so `2 - r0`)
-                keep(x, xlo, xhi, depth + 1)
-
     for c in conjuncts(conds):
         if c.op is Ops.CMPLT:
             a, b = c.src
-            keep(a, a.vmin, b.vmax - 1)  # a < b: a <= max(b) - 1, b >= min(a) + 1
-            keep(b, a.vmin + 1, b.vmax)
+            _keep(box, a, a.vmin, b.vmax - 1)  # a < b: a <= max(b) - 1, b >= min(a) + 1
+            _keep(box, b, a.vmin + 1, b.vmax)
         elif c.op is Ops.CMPNE and c.src[0].op is Ops.CMPLT and c.src[1].op is Ops.CONST and c.src[1].arg is True:
             a, b = c.src[0].src  # not (a < b): a >= b
-            keep(a, b.vmin, a.vmax)
-            keep(b, b.vmin, a.vmax)
+            _keep(box, a, b.vmin, a.vmax)
+            _keep(box, b, b.vmin, a.vmax)
         elif c.op is Ops.CMPEQ:
             a, b = c.src
-            keep(a, b.vmin, b.vmax)
-            keep(b, a.vmin, a.vmax)
+            _keep(box, a, b.vmin, b.vmax)
+            _keep(box, b, a.vmin, a.vmax)
     return box
+
+
+def _keep(box: dict[UOp, tuple[int, int]], u: UOp, lo: int, hi: int, depth: int = 0) -> None:
+    """Narrow `u` to [lo, hi] in `box`, and what that bounds below it. (A module function: a nested
+    recursive one would be a reference cycle, left to the garbage collector after every kernel.)"""
+    if u.dtype.scalar.kind not in ("int", "uint", "index"):
+        return  # float comparisons narrow nothing an index uses
+    olo, ohi = box.get(u, (u.vmin, u.vmax))
+    lo, hi = max(olo, lo), min(ohi, hi)
+    box[u] = (lo, hi)
+    if depth < 8 and lo <= hi:
+        for x, xlo, xhi in _solve(u, lo, hi):  # `4 - r0 < 4` also bounds r0 (and so `2 - r0`)
+            _keep(box, x, xlo, xhi, depth + 1)
 
 
 def _solve(u: UOp, lo: int, hi: int) -> list[tuple[UOp, int, int]]:

@@ -303,19 +303,22 @@ def create_schedule(sink: UOp, pipeline: Pipeline | None = None) -> tuple[list[S
         items.append(ScheduleItem(u.arg.ast, bufs, binds))
     originals: list[UOp] = contexts.get("uop_list", [])
     becomes: dict[UOp, UOp] = {}
+    memo: dict[UOp, UOp] = {}  # shared by the outputs: a walk below each one would be quadratic
     for s in out.src:
-        value = _untagged(s)
+        value = _untagged(s, memo)
         for t in s.tag or ():
             if t is not None:
                 becomes[originals[t]] = value
     return items, becomes
 
 
-def _untagged(u: UOp) -> UOp:
+def _untagged(u: UOp, memo: dict[UOp, UOp]) -> UOp:
     """`u` with no tag anywhere: what a tensor becomes must not carry this schedule's numbering into the next
-    (an output that is a view of a buffer keeps the tags of the views below it)."""
-    memo: dict[UOp, UOp] = {}
-    for x in u.toposort():  # sources first
+    (an output that is a view of a buffer keeps the tags of the views below it). `memo` holds the nodes
+    already done."""
+    for x in u.toposort(gate=lambda n: n not in memo):  # sources first; stops at nodes done before
+        if x in memo:
+            continue
         srcs = tuple(memo[s] for s in x.src)
         memo[x] = x if x.tag is None and srcs == x.src else x.replace(src=srcs, tag=None)
     return memo[u]

@@ -118,7 +118,7 @@ def realize(*tensors: Tensor, pipeline: Pipeline | None = None) -> list[Schedule
         for t in list(all_tensors):
             if t.uop in done:
                 t.uop = done[t.uop]
-            elif any(p in done for p in t.uop.toposort()):
+            elif any(p in done for p in t.uop.parents):
                 t.uop = substitute(t.uop, done)
     for w in WATCHERS:
         w.after_realize(tensors, items)

@@ -1366,7 +1366,7 @@ def _operand(x: Any) -> Tensor | Scalar:
 
 def _replace_outside_assigns(root: UOp, old: UOp, new: UOp) -> UOp:
     """`root` with `old` replaced by `new`, except inside ASSIGN nodes (other than `old` itself)."""
-    if old not in root.toposort():  # cached: most live tensors don't read `old` at all
+    if not root.reaches(old):  # a lookup in cached parents: most live tensors don't read `old` at all
         return root
     nodes = root.toposort(gate=lambda u: u is not old and u.op is not Ops.ASSIGN)
     if old not in nodes:

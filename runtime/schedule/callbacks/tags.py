@@ -12,4 +12,4 @@ def tag_uop(ctx: list[UOp], x: UOp) -> UOp | None:
     if x.tag is not None:
         return None
     ctx.append(x)
-    return x.replace(tag=(len(ctx) - 1,))
+    return UOp(x.op, x.dtype, x.src, x.arg, (len(ctx) - 1,))  # as x.replace(tag=...), without its keywords
