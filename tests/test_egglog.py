@@ -734,5 +734,5 @@ def test_a_set_with_no_rule_egglog_can_run_gets_no_program(rules, tmp_path):
 
     build = artifacts.shipped_build()
     without = {n for n, e in build.manifest["rulesets"].items() if e["egglog"] is None}
-    assert {"add_tags", "mark_children", "split_kernels"} <= without
+    assert {"mark_children", "split_kernels"} <= without
     assert "symbolic" not in without and (build.out / "symbolic.egg").exists()
