@@ -73,15 +73,21 @@ def test_run_on_the_reference_interpreter(capsys):
     assert "PYTHON" in capsys.readouterr().err
 
 
-def test_run_on_a_device_instance(capsys):
+def test_run_on_a_device_instance(capsys, monkeypatch):
     assert main(["run", TINY, "--device", "CPU:1", "--check"]) == 0  # an instance runs on its backend's runner
+    # CUDA runs where a GPU driver is (bench/cuda_check.sh on a GPU machine); without one it is refused
+    from rulec.backends.cuda import runner
+
+    monkeypatch.setattr(runner, "driver_present", lambda: False)
     assert main(["run", TINY, "--device", "CUDA:1"]) == 2
-    assert "CUDA:1 kernels can be rendered with --emit" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "CUDA runs only where a GPU driver is" in err and "CUDA:1 kernels can be rendered with --emit" in err
 
 
 def test_run_refuses_devices_it_cannot_run_and_missing_files(capsys):
     assert main(["run", TINY, "--device", "METAL"]) == 2
-    assert "--emit" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "`rulec run` runs on CPU, CL, PYTHON and CUDA" in err and "--emit" in err
     assert main(["run", str(SCRIPTS / "missing.py")]) == 2
     assert "no such file" in capsys.readouterr().err
 

@@ -19,7 +19,18 @@ from typing import Any
 
 from rulec.tools.program import add_program_arguments
 
-RUN_DEVICES = ("CPU", "CL", "PYTHON")
+RUN_DEVICES = ("CPU", "CL", "PYTHON")  # and CUDA, where a GPU driver is
+
+
+def _not_runnable(backend: str) -> str | None:
+    """Why `rulec run` cannot run kernels on `backend` here (None: it can)."""
+    if backend in RUN_DEVICES:
+        return None
+    if backend == "CUDA":
+        from rulec.backends.cuda import runner
+
+        return None if runner.driver_present() else "CUDA runs only where a GPU driver is (no libcuda here)"
+    return f"`rulec run` runs on {', '.join(RUN_DEVICES)} and CUDA"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -45,9 +56,9 @@ def _run(args: argparse.Namespace, console: Any) -> int:
 
     if args.device is not None:
         device = canonical(args.device)
-        if backend_of(device) not in RUN_DEVICES:
-            console.print(f"rulec: error: --device {args.device}: `rulec run` runs on {', '.join(RUN_DEVICES)}; "
-                          f"{device} kernels can be rendered with --emit")
+        why = _not_runnable(backend_of(device))
+        if why is not None:
+            console.print(f"rulec: error: --device {args.device}: {why}; {device} kernels can be rendered with --emit")
             return 2
         Device.DEFAULT = device
     watchers: list = []
@@ -96,7 +107,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a Python script that uses rulec.Tensor and summarize what rulec did",
                        description="Run FILE.py (with ARGS as its sys.argv) and print a summary: each stage with "
                                    "its rule hits and time, the kernels with their compile and run times.")
-    r.add_argument("--device", metavar="DEV", help=f"device of new tensors: {', '.join(RUN_DEVICES)} "
+    r.add_argument("--device", metavar="DEV", help=f"device of new tensors: {', '.join(RUN_DEVICES)}, CUDA "
                                                    "(default: $DEV, else CPU)")
     r.add_argument("--check", action="store_true",
                    help="compare every realized output with a float64 numpy evaluation; exit 1 on a mismatch")
