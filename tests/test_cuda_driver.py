@@ -188,17 +188,17 @@ class FakeCUDA:
         return 0
 
     def cuGetErrorName(self, code, out):
-        self.calls.append(("cuGetErrorName", (code,)))
-        if code not in ERRORS:
-            return 1
-        out._obj.value = ERRORS[code][0].encode()
-        return 0
+        return self._error_text("cuGetErrorName", code, out, 0)
 
     def cuGetErrorString(self, code, out):
-        self.calls.append(("cuGetErrorString", (code,)))
+        return self._error_text("cuGetErrorString", code, out, 1)
+
+    def _error_text(self, call, code, out, which):
+        """The driver's name (which=0) or description (1) of an error code; 1 for a code it does not know."""
+        self.calls.append((call, (code,)))
         if code not in ERRORS:
             return 1
-        out._obj.value = ERRORS[code][1].encode()
+        out._obj.value = ERRORS[code][which].encode()
         return 0
 
     def names(self) -> list[str]:

@@ -12,11 +12,10 @@ This module reads nodes and builds none (runtime/ir/multi.py builds them): shape
 """
 from __future__ import annotations
 
-import functools
-import operator
+import math
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from rulec.runtime.ir.ops import GroupOp, Ops
 
@@ -26,10 +25,6 @@ if TYPE_CHECKING:
 MULTI_MASK = 1 << Ops.MULTI  # UOp._mask: the ops at or below a node
 # ops that read their first source elementwise and keep its layout
 _SAME_LAYOUT = frozenset({Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.DETACH, Ops.FUSE, Ops.NOOP})
-
-
-def _prod(xs: Iterable[Any]) -> Any:
-    return functools.reduce(operator.mul, xs, 1)
 
 
 # ------------------------------------------------------------------ devices
@@ -187,9 +182,9 @@ def movement_axis(x: UOp, src: Layout) -> int | None:
                                 f"devices: {why}")
 
     if op is Ops.RESHAPE:
-        before = _prod(shape[:a])
+        before = math.prod(shape[:a])
         for j in range(len(arg)):
-            if _prod(arg[:j]) == before and isinstance(arg[j], int) and arg[j] % n == 0 and arg[j] >= n:
+            if math.prod(arg[:j]) == before and isinstance(arg[j], int) and arg[j] % n == 0 and arg[j] >= n:
                 return j
         raise refuse("the shards would not be contiguous parts of one axis of the new shape")
     if op is Ops.PERMUTE:

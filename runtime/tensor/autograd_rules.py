@@ -5,6 +5,7 @@ from rulec.runtime.ir.multi import laid_out, layout, multi, parts
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.shape import device_of
 from rulec.runtime.ir.uop import UOp
+from rulec.runtime.schedule.helpers import const_shaped
 
 
 def copy_back(x: UOp, up: UOp) -> UOp:
@@ -29,9 +30,5 @@ def multi_parts(f: UOp, up: UOp) -> UOp:
 
 def select_back(f: UOp, up: UOp) -> UOp:
     """The gradient of a multi-device value from device i's part: `up` there, zeros on the other devices."""
-    x, i = f.src[0], f.arg
-    lay = layout(x)
-    zero = UOp.const(up.dtype, 0.0)
-    shape = tuple(up.shape)
-    zeros = UOp(Ops.EXPAND, up.dtype, (UOp(Ops.RESHAPE, up.dtype, (zero,), (1,) * len(shape)),), shape)
-    return multi([up if d == i else zeros for d in range(len(lay.devices))], lay)
+    lay, zeros = layout(f.src[0]), const_shaped(up, 0.0)
+    return multi([up if d == f.arg else zeros for d in range(len(lay.devices))], lay)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from rulec.runtime import buffers
 from rulec.runtime.device import canonical
 from rulec.runtime.ir.multi import Layout, MultiDeviceError, laid_out, layout, multi
 from rulec.runtime.ir.ops import Ops
@@ -36,7 +35,7 @@ def devices_arg(devices: Any) -> tuple[str, ...]:
 
 def shard(t: Tensor, devices: Sequence[str], axis: int | None = None) -> Tensor:
     """`t` split along `axis` over `devices` (each gets a copy of its part), or replicated (axis None)."""
-    from rulec.runtime.tensor.tensor import Tensor, _norm_axis
+    from rulec.runtime.tensor.tensor import Tensor, _norm_axis, own_buffer
 
     devs = devices_arg(devices)
     if axis is not None:
@@ -50,8 +49,7 @@ def shard(t: Tensor, devices: Sequence[str], axis: int | None = None) -> Tensor:
         return t
     # each part is storage of its own (a COPY, or a buffer on the same device), never the source itself:
     # assigning to the sharded tensor leaves the source alone
-    own = [p if p.op is Ops.COPY or not devices_of(p) else UOp(Ops.CONTIGUOUS, p.dtype, (p,), buffers.unique_id())
-           for p in m.src[0].src]
+    own = [p if p.op is Ops.COPY or not devices_of(p) else own_buffer(Tensor(p)).uop for p in m.src[0].src]
     return Tensor(m.replace(src=(m.src[0].replace(src=tuple(own)),)))
 
 
