@@ -1,6 +1,6 @@
 """The pipeline file, compiled: a JSON artifact the scheduler runs without a YAML parser or the checker.
 
-It holds what `rulec.runtime.schedule.pipeline.Pipeline.from_artifact` needs and nothing the checker alone uses:
+It holds what `rulec.runtime.engine.pipeline.Pipeline.from_artifact` needs and nothing the checker alone uses:
 stages in order (rule sets, traversal, engine, context, result, or a Python step), the contexts' factories,
 the rule sets the stages' Python runs itself (`matchers`), and each stage's `file:line:col` for messages and
 traces.

@@ -22,7 +22,7 @@ A rule set is one of the pipeline's build: the rule files of its folder (rulec's
 rulec's pipeline files), then rulec's own sets for names the folder does not define.
 
 `read_pipeline` reports every problem as a `file:line:col` diagnostic and returns the
-checked structure that `rulec.runtime.schedule.pipeline` runs. Checking imports nothing; a
+checked structure that `rulec.runtime.engine.pipeline` runs. Checking imports nothing; a
 stage on the egglog engine has its rule sets compiled (not imported) to see which rules
 egglog can run.
 """
@@ -33,7 +33,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rulec.runtime.schedule.pipeline import ENGINES, PLAIN_CONTEXTS  # data, not code
+from rulec.runtime.engine.pipeline import ENGINES, PLAIN_CONTEXTS  # data, not code
 
 from .callback_check import CallbackScope, find_definition
 from .diagnostics import CompileError, Loc, Reporter
@@ -109,7 +109,7 @@ def _rule_files_of(folder: Path) -> list[Path]:
 
 def build_folders(path: str | Path) -> list[Path]:
     """Where the rule sets of the pipeline file `path` come from, first match first: rulec's own rules for one
-    of rulec's files; else the pipeline's folder, then rulec's own rules (as rulec.runtime.schedule.pipeline
+    of rulec's files; else the pipeline's folder, then rulec's own rules (as rulec.runtime.engine.pipeline
     resolves them)."""
     from rulec.runtime.engine.artifacts import default_sources
 

@@ -28,7 +28,7 @@ from rulec.runtime.ir.dtype import dtypes
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.uop import UOp
 from rulec.runtime.resources import rules_dir
-from rulec.runtime.schedule.pipeline import load_pipeline, run_pipeline
+from rulec.runtime.engine.pipeline import load_pipeline, run_pipeline
 from rulec.runtime.tensor import realize
 
 from test_schedule_counts import PROGRAMS, T, rnd

@@ -10,7 +10,8 @@ import pytest
 from rulec import Tensor
 from rulec.diagnostics import CompileError
 from rulec.runtime.tensor import realize
-from rulec.runtime.schedule.pipeline import default_pipeline_path, load_pipeline, parse_pipeline
+from rulec.runtime.engine.pipeline import load_pipeline
+from rulec.runtime.schedule.scheduler import default_pipeline_path, schedule_pipeline
 from rulec.runtime.engine.trace import tracing
 
 
@@ -23,7 +24,7 @@ def softmax_program():
 
 
 def test_stages_come_from_the_yaml_file():
-    names = [s.name for s in load_pipeline().stages]
+    names = [s.name for s in schedule_pipeline().stages]
     assert names[0] == "number the uops" and "rangeify" in names and names[-1] == "assign ordering"
     assert names.index("remove costly buffers") < names.index("bufferize to store") < names.index("split kernels")
 
@@ -35,7 +36,7 @@ def test_dropping_a_stage_is_a_yaml_edit(tmp_path):
     assert cut != text
     path = tmp_path / "pipeline.yaml"
     path.write_text(cut)
-    pipe = parse_pipeline(path)
+    pipe = load_pipeline(path)
     assert "remove costly buffers" not in [s.name for s in pipe.stages]
 
     out, want = softmax_program()
@@ -63,7 +64,7 @@ def test_bad_pipeline_files_are_diagnosed(tmp_path, old, new, token, message):
     path = tmp_path / "pipeline.yaml"
     path.write_text(bad)
     with pytest.raises(CompileError) as info:
-        parse_pipeline(path)
+        load_pipeline(path)
     d = info.value.diagnostics[0]
     assert message in d.message
     assert d.loc.file.endswith("pipeline.yaml")
@@ -74,7 +75,7 @@ def test_bad_pipeline_files_are_diagnosed(tmp_path, old, new, token, message):
 def test_a_stage_whose_ops_are_absent_is_skipped(tmp_path, monkeypatch):
     # the multi-device stage needs a MULTI or an MSELECT: on a graph with one device it makes no pass over
     # the graph; gated on an op the graph has instead, it does (and rewrites nothing)
-    import rulec.runtime.schedule.pipeline as pipeline_module
+    import rulec.runtime.engine.pipeline as pipeline_module
 
     passes = []
     real = pipeline_module.graph_rewrite
@@ -85,7 +86,7 @@ def test_a_stage_whose_ops_are_absent_is_skipped(tmp_path, monkeypatch):
         path = tmp_path / ops.strip("[]").replace(", ", "_") / "pipeline.yaml"
         path.parent.mkdir()
         path.write_text(text.replace("when_graph_has: [MULTI, MSELECT]", f"when_graph_has: {ops}"))
-        pipe = parse_pipeline(path)
+        pipe = load_pipeline(path)
         out, want = softmax_program()
         passes.clear()
         realize.realize(out, pipeline=pipe)
@@ -151,7 +152,7 @@ def test_an_edit_to_rulecs_own_pipeline_is_seen_in_the_same_process(tmp_path, mo
     import shutil
 
     from rulec.runtime.engine import artifacts
-    from rulec.runtime.schedule import pipeline as schedule
+    from rulec.runtime.engine import pipeline as schedule
 
     rules = tmp_path / "rules"
     shutil.copytree(artifacts.default_sources()[0], rules, ignore=shutil.ignore_patterns("__pycache__"))

@@ -13,7 +13,8 @@ from rulec.compiler import compile_project
 from rulec.diagnostics import CompileError
 from rulec.runtime.tensor import realize
 from rulec.runtime.resources import rules_dir
-from rulec.runtime.schedule.pipeline import default_pipeline_path, parse_pipeline
+from rulec.runtime.engine.pipeline import load_pipeline
+from rulec.runtime.schedule.scheduler import default_pipeline_path
 
 from test_checks import assert_diag, only
 
@@ -162,7 +163,7 @@ def test_bad_pipeline(tmp_path, monkeypatch, case):
     at_token(d, bad, token, message)
     # the scheduler reads the file through the same checker, so it reports the same error
     with pytest.raises(CompileError) as info:
-        parse_pipeline(tmp_path / path)
+        load_pipeline(tmp_path / path)
     assert [x.render() for x in info.value.diagnostics if x.severity == "error"] == [d.render()]
 
 
@@ -191,7 +192,7 @@ def test_checking_a_pipeline_runs_no_callback_code_building_imports_it(tmp_path,
     compile_project([path])
     assert not marker.exists()
     # loading compiles the file first, and a build (unlike a check) imports the modules it declares
-    parse_pipeline(tmp_path / path)
+    load_pipeline(tmp_path / path)
     assert marker.exists()
 
 
@@ -202,7 +203,7 @@ def test_a_call_step_beside_the_pipeline_runs(tmp_path):
         "CALLS = []\n\n\ndef step(sink):\n    CALLS.append(sink)\n    return _collect(sink)\n")
     (tmp_path / "pipeline.yaml").write_text(PIPELINE.replace("rulec.runtime.schedule.callbacks.cleanups:collect_outputs",
                                                              "step_beside_xyz:step"))
-    pipe = parse_pipeline(tmp_path / "pipeline.yaml")
+    pipe = load_pipeline(tmp_path / "pipeline.yaml")
     import numpy as np
 
     out = Tensor(np.ones((4, 4), np.float32)) + 1

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from rulec.runtime.engine import egraph
-from rulec.runtime.schedule.pipeline import default_pipeline_path, load_pipeline
+from rulec.runtime.engine.pipeline import load_pipeline
+from rulec.runtime.schedule.scheduler import default_pipeline_path, schedule_pipeline
 from rulec.runtime.tensor import realize
 
 from test_schedule_counts import PROGRAMS, T
@@ -40,7 +41,7 @@ def test_the_stage_engine_is_compiled_into_the_pipeline(egglog_pipeline):
     engines = {s.name: s.engine for s in egglog_pipeline.stages}
     assert engines["symbolic"] == engines["symbolic after cleanups"] == "egglog"
     assert engines["reduce collapse 0"] == engines["rangeify"] == "python"
-    assert {s.engine for s in load_pipeline().stages} == {"python"}
+    assert {s.engine for s in schedule_pipeline().stages} == {"python"}
 
 
 @pytest.mark.parametrize("name,build,ref,inputs,count", PROGRAMS, ids=[p[0] for p in PROGRAMS])

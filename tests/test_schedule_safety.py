@@ -19,7 +19,7 @@ from rulec.runtime.schedule.callbacks.rangeify import RangeifyContext, map_reali
 from rulec.runtime.ir.dtype import dtypes
 from rulec.runtime.schedule.kernel_check import UnsafeKernelError, check_kernel, unsafe_reads
 from rulec.runtime.ir.ops import Ops
-from rulec.runtime.schedule.pipeline import create_schedule, load_pipeline
+from rulec.runtime.schedule.scheduler import create_schedule, schedule_pipeline
 from rulec.runtime.ir.uop import UOp
 
 A = np.arange(9, dtype=np.float32).reshape(3, 3) - 4
@@ -114,7 +114,7 @@ def test_checker_ignores_validity_gates():
 
 def test_scheduler_refuses_to_run_an_unsafe_kernel():
     """Without the hazard rule (earliest rewrites reduced to the reshape rule), the checker stops the schedule."""
-    pipe = load_pipeline()
+    pipe = schedule_pipeline()
     stages = [dataclasses.replace(s, rules=["double_reshape"]) if s.name == "earliest rewrites" else s
               for s in pipe.stages]
     w = realized(A)

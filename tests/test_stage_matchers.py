@@ -1,5 +1,5 @@
 """The rule sets a pipeline's Python runs itself come from the pipeline's own build, through its stage
-context (and, for helpers, which rules give no context, through the run): runtime/schedule/matchers.py."""
+context (and, for helpers, which rules give no context, through the run): runtime/engine/matchers.py."""
 from __future__ import annotations
 
 import shutil
@@ -10,9 +10,10 @@ import pytest
 
 from rulec import Tensor
 from rulec.runtime.resources import rules_dir
-from rulec.runtime.schedule import matchers
+from rulec.runtime.engine import matchers
 from rulec.runtime.schedule.callbacks.rangeify import RangeifyContext
-from rulec.runtime.schedule.pipeline import default_pipeline_path, load_pipeline
+from rulec.runtime.engine.pipeline import load_pipeline
+from rulec.runtime.schedule.scheduler import default_pipeline_path, schedule_pipeline
 from rulec.runtime.tensor import realize
 
 PIPELINE = default_pipeline_path().read_text()
@@ -92,7 +93,7 @@ def test_the_callbacks_run_the_index_symbolic_of_the_pipelines_own_build(tmp_pat
 
 
 def test_a_context_factory_with_a_matchers_parameter_is_given_the_pipelines_matchers():
-    pipe = load_pipeline()
+    pipe = schedule_pipeline()
     ctx = pipe.make_context("rangeify")
     assert isinstance(ctx, RangeifyContext) and ctx.matchers is pipe.stage_matchers()
     assert ctx.matchers["index_symbolic"] is pipe.ruleset("index_symbolic").matcher
@@ -103,7 +104,7 @@ def test_a_context_factory_with_a_matchers_parameter_is_given_the_pipelines_matc
 
 def test_the_current_matchers_are_the_runs_and_rulecs_own_outside_a_run():
     assert matchers.current() is matchers.SHIPPED
-    pipe = load_pipeline()
+    pipe = schedule_pipeline()
     with matchers.running(pipe.stage_matchers()) as m:
         assert matchers.current() is m
         with matchers.running(matchers.StageMatchers((), lambda n: None, "an empty pipeline")) as inner:

@@ -19,7 +19,8 @@ from rulec.runtime.engine.trace_json import (TRACE_FORMAT, TRACE_VERSION, TraceF
 from rulec.runtime.ir.dtype import dtypes
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.uop import UOp
-from rulec.runtime.schedule.pipeline import load_pipeline
+from rulec.runtime.engine.pipeline import load_pipeline
+from rulec.runtime.schedule.scheduler import schedule_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +48,7 @@ def test_the_document_is_versioned_and_complete(traced):
     assert pipelines[0] == "schedule/pipeline.yaml" and "codegen/cpu.pipeline.yaml" in pipelines
     schedule = [s["name"] for s in data["stages"] if s["pipeline"] == "schedule/pipeline.yaml"]
     # every stage, in pipeline order, but those gated on ops this one-device graph lacks (`when_graph_has`)
-    assert schedule == [st.name for st in load_pipeline().stages if not st.needs_ops]
+    assert schedule == [st.name for st in schedule_pipeline().stages if not st.needs_ops]
     assert "multi-device lowering" not in schedule
     nodes = data["nodes"]
     for s in data["stages"]:

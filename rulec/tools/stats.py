@@ -56,9 +56,10 @@ def pipeline_rules() -> list[Any]:
     """Every rule of every rule set that rulec's pipelines (schedule and codegen) run or hand to callbacks."""
     from rulec.runtime.codegen.lower import PIPELINES
     from rulec.runtime.resources import rules_dir
-    from rulec.runtime.schedule.pipeline import load_pipeline
+    from rulec.runtime.engine.pipeline import load_pipeline
+    from rulec.runtime.schedule.scheduler import schedule_pipeline
 
-    pipes = [load_pipeline()] + [load_pipeline(rules_dir() / "codegen" / f) for f in PIPELINES.values()]
+    pipes = [schedule_pipeline()] + [load_pipeline(rules_dir() / "codegen" / f) for f in PIPELINES.values()]
     rules: list[Any] = []
     seen: set[str] = set()
     for pipe in pipes:

@@ -13,7 +13,7 @@ from rulec.runtime.codegen.linearize import Step, linearize
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.uop import UOp
 from rulec.runtime.resources import rules_dir
-from rulec.runtime.schedule.pipeline import Pipeline, load_pipeline, run_pipeline
+from rulec.runtime.engine.pipeline import Pipeline, load_pipeline, run_pipeline
 
 # the lowering pipeline of each kind of target, under rules/codegen/
 PIPELINES = {"cpu": "cpu.pipeline.yaml", "gpu": "gpu.pipeline.yaml"}

@@ -15,7 +15,7 @@ from rulec.runtime.ir.shape import is_unit_loop
 from rulec.runtime.ir.uop import UOp, op_mask, substitute
 from rulec.runtime.ir.walk import run_recursive
 from rulec.runtime.engine.rewrite import graph_rewrite
-from rulec.runtime.schedule.matchers import current
+from rulec.runtime.engine.matchers import current
 
 # op sets tested against a node's cached op mask (UOp.has_op) instead of walking its subgraph
 _COSTLY = op_mask(Ops.REDUCE, Ops.COPY, Ops.ASSIGN)
@@ -41,7 +41,7 @@ def flip_indices(idxs: tuple[UOp, ...], shape: tuple, flips: tuple[bool, ...]) -
 
 def _simplify(u: UOp) -> UOp:
     """`u` through `index_symbolic`: a helper is given no context (rules cannot pass it on), so it reads the
-    set from the running pipeline's matchers (runtime/schedule/matchers.py; rulec's own outside a run)."""
+    set from the running pipeline's matchers (runtime/engine/matchers.py; rulec's own outside a run)."""
     return graph_rewrite(u, current()["index_symbolic"], name="symbolic (index)")
 
 

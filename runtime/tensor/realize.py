@@ -20,7 +20,8 @@ from rulec.backends.device import run_kernel
 from rulec.backends.render import render
 from rulec.runtime.device import Device
 from rulec.runtime.ir.ops import Ops
-from rulec.runtime.schedule.pipeline import Pipeline, ScheduleItem, create_schedule, set_renderer
+from rulec.runtime.engine.pipeline import Pipeline
+from rulec.runtime.schedule.scheduler import ScheduleItem, create_schedule, set_renderer
 from rulec.runtime.ir.shape import device_of
 from rulec.runtime.tensor.live import all_tensors, is_virtual
 from rulec.runtime.ir.uop import UOp, substitute

@@ -69,12 +69,6 @@ check("earliest_rewrites", "copy-after-reshape", copied.uop,
 check("earliest_rewrites", "copy-after-shrink", x[1:3].to("PYTHON").uop,
       lambda out: out.op is Ops.SHRINK and out.base.op is Ops.COPY and (evaluate(out) == A[1:3]).all())
 
-# two assigns realized together, each reading the buffer the other writes: both values are computed first
-p, q = realized(A.copy()), realized(-A)
-swap = UOp.sink(UOp(Ops.ASSIGN, f32, (p.uop, q.uop)), UOp(Ops.ASSIGN, f32, (q.uop, p.uop)))
-check("earliest_rewrites", "assigns-that-swap-copy-their-values", swap,
-      lambda out: all(a.src[1].op is Ops.CONTIGUOUS for a in out.src))
-
 # a CHILD of a CHILDREN node left with no other child is its source again
 shared = (x + 1).uop
 check("rangeify", "unused-child", UOp(Ops.CHILD, f32, (UOp(Ops.CHILDREN, f32, (shared,)),)), shared)

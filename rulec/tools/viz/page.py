@@ -90,7 +90,7 @@ def _matcher_line(info: Any) -> str:
     """The generated matcher function of a rule, as file:line."""
     if info is None:
         return ""
-    from rulec.runtime.schedule.pipeline import _ruleset
+    from rulec.runtime.engine.pipeline import _ruleset
 
     try:
         matcher = _ruleset(None, info.ruleset).matcher

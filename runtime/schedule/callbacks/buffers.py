@@ -9,7 +9,7 @@ from rulec.runtime.ir.ops import GroupOp, Ops
 from rulec.runtime.ir.shape import prod
 from rulec.runtime.ir.uop import UOp
 from rulec.runtime.schedule.callbacks.rangeify import BufferizeOpts, simplify
-from rulec.runtime.schedule.matchers import current
+from rulec.runtime.engine.matchers import current
 
 
 def _through_movement(u: UOp) -> list[tuple]:
@@ -43,7 +43,7 @@ def bufferize_to_store(x: UOp) -> UOp:
     store = UOp(Ops.STORE, x.dtype, (target, x.src[0], *ranges))
     out = UOp(Ops.RESHAPE, x.dtype, (store,), shape)
     # a constant extent is final: only a symbolic one needs folding (each fold is a nested rewrite)
-    # declared without a context: the running pipeline's `index_symbolic` (runtime/schedule/matchers.py)
+    # declared without a context: the running pipeline's `index_symbolic` (runtime/engine/matchers.py)
     symbolic = current()["index_symbolic"]
     sym_shape = tuple(r.src[0] if r.src[0].op is Ops.CONST else simplify(r.src[0], symbolic) for r in ranges)
     if any(s.op is not Ops.CONST for s in sym_shape):

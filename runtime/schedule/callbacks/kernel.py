@@ -15,7 +15,7 @@ from rulec.runtime.ir.ops import GroupOp, Ops
 from rulec.runtime.engine.rewrite import graph_rewrite
 from rulec.runtime.ir.uop import UOp, op_mask
 from rulec.runtime.ir.walk import run_recursive
-from rulec.runtime.schedule.matchers import current
+from rulec.runtime.engine.matchers import current
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def _assigned_at_or_below(a: UOp) -> frozenset[UOp]:
 
 def _kernel_rules():
     """`kernel_globals` then `kernel_codegen`, from the running pipeline's matchers: split_store is declared
-    without a context (rules/schedule/kernel.yaml), so it reads them for the run (runtime/schedule/matchers.py)."""
+    without a context (rules/schedule/kernel.yaml), so it reads them for the run (runtime/engine/matchers.py)."""
     return current().composed("kernel_globals", "kernel_codegen")
 
 

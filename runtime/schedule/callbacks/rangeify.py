@@ -19,7 +19,7 @@ from rulec.runtime.engine.rewrite import RewriteNotReady, graph_rewrite
 from rulec.runtime.device import Device
 from rulec.runtime.ir.shape import device_of, is_unit_loop
 from rulec.runtime.ir.uop import UOp
-from rulec.runtime.schedule.matchers import current
+from rulec.runtime.engine.matchers import current
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class RangeifyContext:
     # meet at one node (or a chain is retried after RewriteNotReady), and fresh ranges must not differ
     made: dict[UOp, UOp] = field(default_factory=dict)
     # the rule sets this stage's callbacks run, from the running pipeline's build (pipeline.yaml `matchers:`);
-    # None: the matchers current at the time (runtime/schedule/matchers.py)
+    # None: the matchers current at the time (runtime/engine/matchers.py)
     matchers: Mapping[str, Any] | None = None
 
     def simplify(self, u: UOp) -> UOp:

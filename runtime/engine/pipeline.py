@@ -1,16 +1,16 @@
-"""Run the scheduler pipeline of rules/schedule/pipeline.yaml over a tensor graph.
+"""Run a pipeline file over a graph: the scheduler's (rules/schedule/pipeline.yaml) and codegen's.
 
-The pipeline is data: an ordered list of stages, each naming its rule sets, its
+A pipeline is data: an ordered list of stages, each naming its rule sets, its
 traversal, its engine and its context type (or a Python step). `rulec build` checks
 the file (the same check `rulec check` runs) and compiles it into a JSON artifact of
 the build; this module runs that artifact's stages, and needs no YAML parser and no
-compiler module to do it.
+compiler module to do it. It knows nothing of what the stages do.
 
 Rule sets come from the build the pipeline was loaded from: rulec's own rules for
 rulec's pipeline files; for any other file, the rule files of its folder first and
 rulec's own sets for the names the folder does not define. That holds for the sets
 the stages run and for those their Python runs itself (`matchers:`, handed over
-through the stage context and runtime/schedule/matchers.py).
+through the stage context and runtime/engine/matchers.py).
 """
 from __future__ import annotations
 
@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rulec.runtime.engine import artifacts
-from rulec.runtime.schedule.kernel_check import check_kernel
-from rulec.runtime.schedule.matchers import StageMatchers, running
+from rulec.runtime.engine.matchers import StageMatchers, running
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.engine.rewrite import graph_rewrite
 from rulec.runtime.engine.trace import active_trace
@@ -153,12 +152,6 @@ def _ruleset(sources: list[Path] | None, name: str):
     return artifacts.shipped_ruleset(name)
 
 
-def default_pipeline_path() -> Path:
-    from rulec.runtime.resources import rules_dir
-
-    return (rules_dir() / "schedule" / "pipeline.yaml").resolve()
-
-
 def _sources_of(path: Path) -> list[Path]:
     """The build a pipeline file belongs to: rulec's own rules when it is one of them, else the rule files of
     its folder (as `rulec build FOLDER` builds them)."""
@@ -191,21 +184,17 @@ def _cached_pipeline(path: str, sha: str) -> Pipeline:
     return pipe
 
 
-def load_pipeline(path: str | Path | None = None) -> Pipeline:
-    """The compiled pipeline of a pipeline file (rulec's own by default), rebuilt when the file changed;
-    a file with errors raises the compiler's CompileError, with file:line:col."""
-    p = Path(path).resolve() if path is not None else default_pipeline_path()
+def load_pipeline(path: str | Path) -> Pipeline:
+    """The compiled pipeline of a pipeline file, rebuilt when the file changed; a file with errors raises
+    the compiler's CompileError, with file:line:col."""
+    p = Path(path).resolve()
     return _cached_pipeline(str(p), artifacts.source_sha256(p))
 
 
-parse_pipeline = load_pipeline  # the name older callers use
-
-
-def run_pipeline(sink: UOp, pipeline: Pipeline | None = None) -> tuple[UOp, dict[str, Any]]:
+def run_pipeline(sink: UOp, pipe: Pipeline) -> tuple[UOp, dict[str, Any]]:
     """Run every stage in order; returns the final graph and the contexts the stages used.
 
     For the duration of the run, the pipeline's `matchers:` are the current ones (matchers.current())."""
-    pipe = pipeline or load_pipeline()
     contexts: dict[str, Any] = {}
     trace = active_trace()
     with running(pipe.stage_matchers()):
@@ -243,82 +232,3 @@ def _run_stage(pipe: Pipeline, st: Stage, sink: UOp, contexts: dict[str, Any]) -
     else:
         out = graph_rewrite(sink, pipe.matcher(tuple(st.rules)), ctx=ctx, bottom_up=st.bottom_up, name=st.name)
     return out if st.keep_result else sink
-
-
-# ------------------------------------------------------------------ schedule items
-
-
-@dataclass(frozen=True)
-class ScheduleItem:
-    """One kernel to run: its AST and the buffers bound to its DEFINE_GLOBALs, in order."""
-
-    ast: UOp
-    buffers: tuple[UOp, ...]  # BUFFER nodes
-    bound_vars: tuple[UOp, ...] = ()  # BIND nodes
-
-    @property
-    def outputs(self) -> tuple[int, ...]:
-        return tuple(st.src[0].src[0].arg for st in self.ast.src if st.op is Ops.STORE)
-
-    @property
-    def is_copy(self) -> bool:
-        """A copy between devices (a memory copy when run, no kernel code)."""
-        return self.ast.op is Ops.STORE and self.ast.src[1].op is Ops.COPY
-
-    @property
-    def device(self) -> str:
-        """The device the kernel runs on: that of the buffer it writes (its first)."""
-        b = self.buffers[0]
-        return b.src[1].arg if len(b.src) > 1 and b.src[1].op is Ops.DEVICE else "CPU"
-
-    def render(self, language: str = "c") -> str:
-        """The kernel's complete source in `language`: "c", "opencl", "cuda" or "metal"."""
-        if _renderer is None:
-            raise RuntimeError("no renderer registered (import rulec)")
-        return _renderer(self.ast, language)
-
-
-# the backends sit above the scheduler; the Tensor layer registers their renderer here
-_renderer: Callable[[UOp, str], str] | None = None
-
-
-def set_renderer(fn: Callable[[UOp, str], str]) -> None:
-    global _renderer
-    _renderer = fn
-
-
-def create_schedule(sink: UOp, pipeline: Pipeline | None = None) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
-    """Schedule a SINK of tensor graphs: the kernels in run order, and what each original node becomes."""
-    out, contexts = run_pipeline(sink, pipeline)
-    items: list[ScheduleItem] = []
-    # run order is the order of the ASSIGNs, not of their KERNELs: an ASSIGN also lists the kernels that
-    # must run before it (assign ordering), which its KERNEL does not
-    for a in out.toposort():
-        if a.op is not Ops.ASSIGN or len(a.src) < 2 or a.src[1].op is not Ops.KERNEL:
-            continue
-        u = a.src[1]
-        bufs = tuple(s.src[0] if s.op is Ops.ASSIGN else s for s in u.src if s.op is not Ops.BIND)
-        binds = tuple(s for s in u.src if s.op is Ops.BIND)
-        check_kernel(u.arg.ast, bufs)  # a safety net: an unsafe kernel is a scheduler bug, never run
-        items.append(ScheduleItem(u.arg.ast, bufs, binds))
-    originals: list[UOp] = contexts.get("uop_list", [])
-    becomes: dict[UOp, UOp] = {}
-    memo: dict[UOp, UOp] = {}  # shared by the outputs: a walk below each one would be quadratic
-    for s in out.src:
-        value = _untagged(s, memo)
-        for t in s.tag or ():
-            if t is not None:
-                becomes[originals[t]] = value
-    return items, becomes
-
-
-def _untagged(u: UOp, memo: dict[UOp, UOp]) -> UOp:
-    """`u` with no tag anywhere: what a tensor becomes must not carry this schedule's numbering into the next
-    (an output that is a view of a buffer keeps the tags of the views below it). `memo` holds the nodes
-    already done."""
-    for x in u.toposort(gate=lambda n: n not in memo):  # sources first; stops at nodes done before
-        if x in memo:
-            continue
-        srcs = tuple(memo[s] for s in x.src)
-        memo[x] = x if x.tag is None and srcs == x.src else x.replace(src=srcs, tag=None)
-    return memo[u]

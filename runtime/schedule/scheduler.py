@@ -1,0 +1,99 @@
+"""The scheduler: rulec's scheduler pipeline (rules/schedule/pipeline.yaml) run over a SINK of tensor graphs,
+and the kernels it leaves, in run order, as ScheduleItems."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from rulec.runtime.engine.pipeline import Pipeline, load_pipeline, run_pipeline
+from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.uop import UOp
+from rulec.runtime.schedule.kernel_check import check_kernel
+
+
+def default_pipeline_path() -> Path:
+    from rulec.runtime.resources import rules_dir
+
+    return (rules_dir() / "schedule" / "pipeline.yaml").resolve()
+
+
+def schedule_pipeline() -> Pipeline:
+    """rulec's scheduler pipeline, compiled (rebuilt when a rule file changed)."""
+    return load_pipeline(default_pipeline_path())
+
+
+@dataclass(frozen=True)
+class ScheduleItem:
+    """One kernel to run: its AST and the buffers bound to its DEFINE_GLOBALs, in order."""
+
+    ast: UOp
+    buffers: tuple[UOp, ...]  # BUFFER nodes
+    bound_vars: tuple[UOp, ...] = ()  # BIND nodes
+
+    @property
+    def outputs(self) -> tuple[int, ...]:
+        return tuple(st.src[0].src[0].arg for st in self.ast.src if st.op is Ops.STORE)
+
+    @property
+    def is_copy(self) -> bool:
+        """A copy between devices (a memory copy when run, no kernel code)."""
+        return self.ast.op is Ops.STORE and self.ast.src[1].op is Ops.COPY
+
+    @property
+    def device(self) -> str:
+        """The device the kernel runs on: that of the buffer it writes (its first)."""
+        b = self.buffers[0]
+        return b.src[1].arg if len(b.src) > 1 and b.src[1].op is Ops.DEVICE else "CPU"
+
+    def render(self, language: str = "c") -> str:
+        """The kernel's complete source in `language`: "c", "opencl", "cuda" or "metal"."""
+        if _renderer is None:
+            raise RuntimeError("no renderer registered (import rulec)")
+        return _renderer(self.ast, language)
+
+
+# the backends sit above the scheduler; the Tensor layer registers their renderer here
+_renderer: Callable[[UOp, str], str] | None = None
+
+
+def set_renderer(fn: Callable[[UOp, str], str]) -> None:
+    global _renderer
+    _renderer = fn
+
+
+def create_schedule(sink: UOp, pipeline: Pipeline | None = None) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+    """Schedule a SINK of tensor graphs: the kernels in run order, and what each original node becomes."""
+    out, contexts = run_pipeline(sink, pipeline or schedule_pipeline())
+    items: list[ScheduleItem] = []
+    # run order is the order of the ASSIGNs, not of their KERNELs: an ASSIGN also lists the kernels that
+    # must run before it (assign ordering), which its KERNEL does not
+    for a in out.toposort():
+        if a.op is not Ops.ASSIGN or len(a.src) < 2 or a.src[1].op is not Ops.KERNEL:
+            continue
+        u = a.src[1]
+        bufs = tuple(s.src[0] if s.op is Ops.ASSIGN else s for s in u.src if s.op is not Ops.BIND)
+        binds = tuple(s for s in u.src if s.op is Ops.BIND)
+        check_kernel(u.arg.ast, bufs)  # a safety net: an unsafe kernel is a scheduler bug, never run
+        items.append(ScheduleItem(u.arg.ast, bufs, binds))
+    originals: list[UOp] = contexts.get("uop_list", [])
+    becomes: dict[UOp, UOp] = {}
+    memo: dict[UOp, UOp] = {}  # shared by the outputs: a walk below each one would be quadratic
+    for s in out.src:
+        value = _untagged(s, memo)
+        for t in s.tag or ():
+            if t is not None:
+                becomes[originals[t]] = value
+    return items, becomes
+
+
+def _untagged(u: UOp, memo: dict[UOp, UOp]) -> UOp:
+    """`u` with no tag anywhere: what a tensor becomes must not carry this schedule's numbering into the next
+    (an output that is a view of a buffer keeps the tags of the views below it). `memo` holds the nodes
+    already done."""
+    for x in u.toposort(gate=lambda n: n not in memo):  # sources first; stops at nodes done before
+        if x in memo:
+            continue
+        srcs = tuple(memo[s] for s in x.src)
+        memo[x] = x if x.tag is None and srcs == x.src else x.replace(src=srcs, tag=None)
+    return memo[u]
