@@ -220,12 +220,12 @@ def _contexts(node: YNode | None, scope: CallbackScope, rep: Reporter) -> dict[s
         ref = _ref(value, f"context '{name}'", rep)
         if ref is not None:
             found = find_definition(*ref, scope, value.loc, rep, what="context factory")
-            # it is called with no arguments, or with `matchers=` when it has that parameter
-            needed = [p for p in found.positional[:found.required] + found.keyword_only
-                      if p != "matchers"] if found is not None and found.kind == "function" else []
+            # it is called with no arguments
+            needed = (found.positional[:found.required] + found.keyword_only
+                      if found is not None and found.kind == "function" else [])
             if needed:
-                rep.error(value.loc, f"context factory {ref[1]} must take no arguments (but `matchers`), but it "
-                                     f"takes {', '.join(needed)}")
+                rep.error(value.loc, f"context factory {ref[1]} must take no arguments, but it takes "
+                                     f"{', '.join(needed)}")
         # a bad factory is reported above; the name stays declared so stages naming it are not reported too
         out[name] = ContextSpec(name, value.value.strip() if ref is not None else "", value.loc)
     return out

@@ -181,7 +181,7 @@ def test_a_context_factory_must_take_no_arguments(tmp_path, monkeypatch):
     path, bad = edited(tmp_path, monkeypatch, PIPELINE, "uop_list: list", "uop_list: ctx_factories_xyz:make",
                        "pipeline.yaml")
     at_token(the_error(path), bad, "ctx_factories_xyz",
-             "context factory make must take no arguments (but `matchers`), but it takes n")
+             "context factory make must take no arguments, but it takes n")
 
 
 def test_checking_a_pipeline_runs_no_callback_code_building_imports_it(tmp_path, monkeypatch):

@@ -81,7 +81,7 @@ def test_the_callbacks_run_the_index_symbolic_of_the_pipelines_own_build(tmp_pat
     a = np.arange(64, dtype=np.float32).reshape(8, 8)
     # the helper path: a pad's indices are folded by pad_indices (a helper the rules call, given no context)
     assert probed(lambda t: t.pad(((2, 0), (0, 3))) * 2, [a], np.pad(a, ((2, 0), (0, 3))) * 2) > 0
-    # the context path: index_child (rangeify) folds the index its consumers share with ctx.matchers
+    # a stateful callback: index_child (rangeify) folds the index its consumers share with the run's matchers
     m = a.max(1, keepdims=True)
     assert probed(lambda t: (lambda m: (t - m) * m)(t.max(1, keepdim=True)), [a], (a - m) * m) > 0
     # rulec's own pipeline, in the same process, never sees the probe
@@ -92,14 +92,12 @@ def test_the_callbacks_run_the_index_symbolic_of_the_pipelines_own_build(tmp_pat
     assert sys.modules["probe_matchers_xyz"].SEEN == []
 
 
-def test_a_context_factory_with_a_matchers_parameter_is_given_the_pipelines_matchers():
+def test_the_pipelines_matchers_are_its_own_builds_and_only_those_declared():
     pipe = schedule_pipeline()
-    ctx = pipe.make_context("rangeify")
-    assert isinstance(ctx, RangeifyContext) and ctx.matchers is pipe.stage_matchers()
-    assert ctx.matchers["index_symbolic"] is pipe.ruleset("index_symbolic").matcher
-    assert pipe.make_context("uop_list") == []  # a plain context is given nothing
+    assert pipe.stage_matchers()["index_symbolic"] is pipe.ruleset("index_symbolic").matcher
+    assert isinstance(pipe.make_context("rangeify"), RangeifyContext) and pipe.make_context("uop_list") == []
     with pytest.raises(KeyError, match="not among the matchers of .*declared under `matchers:`: index_symbolic"):
-        ctx.matchers["rangeify"]
+        pipe.stage_matchers()["rangeify"]
 
 
 def test_the_current_matchers_are_the_runs_and_rulecs_own_outside_a_run():

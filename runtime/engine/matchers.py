@@ -4,13 +4,10 @@ Some callbacks and helpers rewrite a small graph of their own: index arithmetic 
 `index_symbolic`, a kernel is cut out with `kernel_globals` + `kernel_codegen`. Those sets must come from
 the build the running pipeline was loaded from (a user's rule folder may define its own `index_symbolic`),
 not from rulec's own rules. The pipeline file names them under `matchers:`; `run_pipeline` resolves them
-from its build into a `StageMatchers` and hands it over two ways:
-
-* through the stage context: a context factory with a `matchers` parameter (a dataclass field of that name)
-  is called with it, so a stateful callback reads `ctx.matchers["index_symbolic"]`;
-* for the duration of the run, as the *current* matchers (`current()`), for code that is given no context:
-  pure helpers called from rule guards and results (rules cannot pass the context on) and callbacks declared
-  without one. This is run-scoped state (a ContextVar), set and reset by `run_pipeline` only.
+from its build into a `StageMatchers` and makes it the *current* one (`current()`) for the duration of the
+run: callbacks and pure helpers alike read it there (helpers called from rule guards and results are given
+no context, since rules cannot pass one on). This is run-scoped state (a ContextVar), set and reset by
+`run_pipeline` only.
 
 Outside any run, `current()` is rulec's own rule sets, so a helper called directly still works.
 """

@@ -9,13 +9,12 @@ compiler module to do it. It knows nothing of what the stages do.
 Rule sets come from the build the pipeline was loaded from: rulec's own rules for
 rulec's pipeline files; for any other file, the rule files of its folder first and
 rulec's own sets for the names the folder does not define. That holds for the sets
-the stages run and for those their Python runs itself (`matchers:`, handed over
-through the stage context and runtime/engine/matchers.py).
+the stages run and for those their Python runs itself (`matchers:`, current for the
+duration of a run: runtime/engine/matchers.py).
 """
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,34 +111,18 @@ class Pipeline:
         return m
 
     def stage_matchers(self) -> StageMatchers:
-        """The sets declared under `matchers:`, as callbacks and helpers read them (resolved on first use)."""
+        """The sets declared under `matchers:`, current while the pipeline runs (resolved on first use)."""
         if not self._stage_matchers:
             self._stage_matchers.append(StageMatchers(self.matchers, lambda n: self.ruleset(n).matcher,
                                                       str(self.path)))
         return self._stage_matchers[0]
 
     def make_context(self, name: str) -> Any:
-        """A fresh context `name`; a factory with a `matchers` parameter is given the pipeline's matchers."""
-        factory = self.resolve(self.contexts[name])
-        if _takes_matchers(factory):
-            return factory(matchers=self.stage_matchers())
-        return factory()
+        """A fresh context `name` (its factory is called with no arguments)."""
+        return self.resolve(self.contexts[name])()
 
 
 PLAIN_CONTEXTS = ("list", "dict")
-
-_TAKES_MATCHERS: dict[Any, bool] = {}
-
-
-def _takes_matchers(factory: Callable[..., Any]) -> bool:
-    got = _TAKES_MATCHERS.get(factory)
-    if got is None:
-        try:
-            got = "matchers" in inspect.signature(factory).parameters
-        except (TypeError, ValueError):  # a builtin (list, dict) has no signature to read
-            got = False
-        _TAKES_MATCHERS[factory] = got
-    return got
 
 
 def _ruleset(sources: list[Path] | None, name: str):

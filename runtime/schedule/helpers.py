@@ -39,10 +39,13 @@ def flip_indices(idxs: tuple[UOp, ...], shape: tuple, flips: tuple[bool, ...]) -
     return tuple((size - 1) - i if f else i for i, size, f in zip(idxs, shape, flips))
 
 
-def _simplify(u: UOp) -> UOp:
-    """`u` through `index_symbolic`: a helper is given no context (rules cannot pass it on), so it reads the
-    set from the running pipeline's matchers (runtime/engine/matchers.py; rulec's own outside a run)."""
+def simplify_index(u: UOp) -> UOp:
+    """`u` through `index_symbolic`, from the running pipeline's matchers (runtime/engine/matchers.py;
+    rulec's own outside a run)."""
     return graph_rewrite(u, current()["index_symbolic"], name="symbolic (index)")
+
+
+INVALID = UOp(Ops.INVALID, dtypes.index)  # the index of a lane that reads nothing (padding)
 
 
 def _idx(v: int) -> UOp:
@@ -73,7 +76,7 @@ def _folded(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -> tuple[U
     for size in reversed(in_shape):
         parts.append(flat % size)
         flat = flat // size
-    return _simplify(UOp.sink(*parts)).src[::-1] if parts else ()
+    return simplify_index(UOp.sink(*parts)).src[::-1] if parts else ()
 
 
 def _flatten_indices(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -> tuple[UOp, ...] | None:
@@ -170,11 +173,9 @@ def _merge_split_indices(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tupl
 
 def pad_indices(idxs: tuple[UOp, ...], shape: tuple, pads: tuple) -> tuple[UOp, ...]:
     """Indices into a PAD's source: shifted back by each axis' padding; invalid in the padding."""
-    from rulec.runtime.schedule.callbacks.rangeify import INVALID
-
     out = list(idxs)
     for ax, (valid, before) in _pad_axes(idxs, shape, pads):
-        out[ax] = _simplify(valid.where(idxs[ax] - before, INVALID))
+        out[ax] = simplify_index(valid.where(idxs[ax] - before, INVALID))
     return tuple(out)
 
 
@@ -183,7 +184,7 @@ def pad_valid(idxs: tuple[UOp, ...], shape: tuple, pads: tuple) -> UOp:
     valid_all = UOp.const(dtypes.bool, True)
     for _, (valid, _) in _pad_axes(idxs, shape, pads):
         valid_all = valid_all & valid
-    return _simplify(valid_all)
+    return simplify_index(valid_all)
 
 
 def _pad_axes(idxs: tuple[UOp, ...], shape: tuple, pads: tuple) -> list[tuple[int, tuple[UOp, Any]]]:

@@ -8,8 +8,8 @@ from rulec.runtime.buffers import new_buffer_uop
 from rulec.runtime.ir.ops import GroupOp, Ops
 from rulec.runtime.ir.shape import prod
 from rulec.runtime.ir.uop import UOp
-from rulec.runtime.schedule.callbacks.rangeify import BufferizeOpts, simplify
-from rulec.runtime.engine.matchers import current
+from rulec.runtime.schedule.callbacks.rangeify import BufferizeOpts
+from rulec.runtime.schedule.helpers import simplify_index
 
 
 def _through_movement(u: UOp) -> list[tuple]:
@@ -43,9 +43,7 @@ def bufferize_to_store(x: UOp) -> UOp:
     store = UOp(Ops.STORE, x.dtype, (target, x.src[0], *ranges))
     out = UOp(Ops.RESHAPE, x.dtype, (store,), shape)
     # a constant extent is final: only a symbolic one needs folding (each fold is a nested rewrite)
-    # declared without a context: the running pipeline's `index_symbolic` (runtime/engine/matchers.py)
-    symbolic = current()["index_symbolic"]
-    sym_shape = tuple(r.src[0] if r.src[0].op is Ops.CONST else simplify(r.src[0], symbolic) for r in ranges)
+    sym_shape = tuple(r.src[0] if r.src[0].op is Ops.CONST else simplify_index(r.src[0]) for r in ranges)
     if any(s.op is not Ops.CONST for s in sym_shape):
         out = UOp(Ops.SHRINK, x.dtype, (out,), tuple((0, s if s.op is not Ops.CONST else s.arg) for s in sym_shape))
     return out.replace(tag=x.tag)

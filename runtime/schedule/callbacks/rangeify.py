@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from rulec.runtime.ir.dtype import AddrSpace, dtypes
 from rulec.runtime.ir.ops import Ops
-from rulec.runtime.engine.rewrite import RewriteNotReady, graph_rewrite
+from rulec.runtime.engine.rewrite import RewriteNotReady
 from rulec.runtime.device import Device
 from rulec.runtime.ir.shape import device_of, is_unit_loop
 from rulec.runtime.ir.uop import UOp
-from rulec.runtime.engine.matchers import current
+from rulec.runtime.schedule.helpers import INVALID, simplify_index
 
 
 @dataclass(frozen=True)
@@ -39,13 +38,6 @@ class RangeifyContext:
     # what each REALIZE and reduce INDEX became: the engine reruns a rewrite chain when two chains
     # meet at one node (or a chain is retried after RewriteNotReady), and fresh ranges must not differ
     made: dict[UOp, UOp] = field(default_factory=dict)
-    # the rule sets this stage's callbacks run, from the running pipeline's build (pipeline.yaml `matchers:`);
-    # None: the matchers current at the time (runtime/engine/matchers.py)
-    matchers: Mapping[str, Any] | None = None
-
-    def simplify(self, u: UOp) -> UOp:
-        """`u` through the pipeline's `index_symbolic` rules."""
-        return simplify(u, (self.matchers if self.matchers is not None else current())["index_symbolic"])
 
     def new_range(self, size: Any, kind: str = "loop") -> UOp:
         r = UOp.range(size, self.range_idx, kind)
@@ -53,16 +45,8 @@ class RangeifyContext:
         return r
 
 
-def simplify(u: UOp, matcher: Any) -> UOp:
-    """`u` rewritten by `matcher` (the `index_symbolic` rules of the running pipeline)."""
-    return graph_rewrite(u, matcher, name="symbolic (index)")
-
-
 def _index(src: UOp, idxs, dtype=None, arg: Any = None) -> UOp:
     return UOp(Ops.INDEX, dtype or src.dtype, (src, *idxs), arg)
-
-
-INVALID = UOp(Ops.INVALID, dtypes.index)
 
 
 # ------------------------------------------------------------------ ops
@@ -118,7 +102,7 @@ def index_child(ctx: RangeifyContext, c: UOp, x: UOp, idx: UOp) -> UOp:
             if _all_same(idxs) and all_same:
                 # every consumer reads the same index: compute once, valid where any consumer is
                 valid = functools.reduce(operator.or_, valids, UOp.const(dtypes.bool, False))
-                out.append(ctx.simplify(valid.where(idxs[0], INVALID)))
+                out.append(simplify_index(valid.where(idxs[0], INVALID)))
             else:
                 out.append(ctx.new_range(c.shape[axis]))
                 ended.append(out[-1])
