@@ -142,6 +142,16 @@ def test_state_dict_names_load_and_safetensors(tmp_path):
         load_state_dict(_Model(), bad)
 
 
+def test_safetensors_keep_a_0d_tensor_0d(tmp_path):
+    # a BatchNorm's num_batches_tracked is 0-d: it must load back into the model it was saved from
+    bn = nn.BatchNorm(3)
+    path = tmp_path / "bn.safetensors"
+    safe_save(get_state_dict(bn), path)
+    loaded = safe_load(path)
+    assert loaded["num_batches_tracked"].shape == () and loaded["running_mean"].shape == (3,)
+    load_state_dict(nn.BatchNorm(3), loaded)
+
+
 def test_context_sets_training_and_settings():
     assert not Tensor.training
     with Context(TRAINING=1, BEAM=2):

@@ -141,6 +141,8 @@ def test_bitcast():
     check(Tensor(x.astype(np.float16)).bitcast(dtypes.int16), x.astype(np.float16).view(np.int16), lazy=False)
     with pytest.raises(ValueError, match="float32 to int64"):
         Tensor(x).bitcast(dtypes.int64)
+    # a 0-d bitcast stays 0-d in both oracles (numpy's ascontiguousarray makes 0-d arrays 1-d)
+    check(Tensor(np.float32(3.0)).bitcast(dtypes.int32), np.array(3.0, np.float32).view(np.int32))
 
 
 # ---------------------------------------------------------------------------------------- pooling, resize, attention

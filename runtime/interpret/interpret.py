@@ -66,7 +66,7 @@ def np_dtype(dt: DType) -> np.dtype:
 
 def _round_bf16(x: np.ndarray) -> np.ndarray:
     # keep the top 16 bits of the float32, rounding to nearest even; NaN stays NaN
-    bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    bits = np.require(x, np.float32, "C").view(np.uint32)  # not ascontiguousarray: it makes a 0-d array 1-d
     rounded = ((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000))
     return np.where(np.isnan(x), x, rounded.view(np.float32))
 
@@ -96,7 +96,7 @@ def _bitcast(x: np.ndarray, u: UOp) -> np.ndarray:
     src_dt, dst_dt = u.src[0].dtype.scalar, u.dtype.scalar
     if "bfloat16" in (src_dt.name, dst_dt.name) or src_dt.itemsize != dst_dt.itemsize:
         raise InterpretError(f"unsupported BITCAST {src_dt.name} -> {dst_dt.name}: {short_text(u)}")
-    return np.ascontiguousarray(x, np_dtype(src_dt)).view(np_dtype(dst_dt))
+    return np.require(x, np_dtype(src_dt), "C").view(np_dtype(dst_dt))  # keeps a 0-d array 0-d
 
 
 # ----------------------------------------------------------------------------- evaluation

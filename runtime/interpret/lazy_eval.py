@@ -185,7 +185,7 @@ def _cast(node: UOp, x: np.ndarray) -> np.ndarray:
 
 
 def _bitcast(node: UOp, x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(x).view(buffers.numpy_dtype(node.dtype))
+    return np.require(x, None, "C").view(buffers.numpy_dtype(node.dtype))  # ascontiguousarray makes 0-d 1-d
 
 
 def _elementwise(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -85,7 +85,7 @@ def safe_save(tensors: dict[str, Tensor], fn: str | Path, metadata: dict[str, st
         if t.dtype.name == "bfloat16":
             raise TypeError(f"safe_save: {name} is bfloat16, which the safetensors numpy API cannot write; "
                             "cast it to float32 first")
-        arrays[name] = np.ascontiguousarray(t.numpy())
+        arrays[name] = np.require(t.numpy(), None, "C")  # not ascontiguousarray: it makes a 0-d tensor 1-d
     save_file(arrays, str(fn), metadata=metadata)
 
 
