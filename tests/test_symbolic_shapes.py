@@ -49,3 +49,26 @@ def test_elementwise_on_a_symbolic_shape():
 def test_binding_out_of_range_is_an_error():
     with pytest.raises(ValueError, match=r"n=11 is outside its range \[1, 10\]"):
         UOp.variable("n", 1, 10).bind(11)
+
+
+@pytest.mark.parametrize("n", [1, 3, 10])
+def test_slicing_with_a_bound_variable_as_tinygrad_scripts_do(n):
+    v = UOp.variable("n", 1, 10).bind(n)
+    x = realized(DATA)
+    assert x[:v].shape == (v, 4)
+    np.testing.assert_array_equal(x[:v].sum(0).numpy(), DATA[:n].sum(0))
+    np.testing.assert_array_equal(x[:v, 1].numpy(), DATA[:n, 1])             # an int drops a constant axis
+    np.testing.assert_array_equal(x[None, :v, 1:3].numpy(), DATA[None, :n, 1:3])
+    np.testing.assert_array_equal(x[:v].reshape(v, 2, 2).sum(1).numpy(), DATA[:n].reshape(n, 2, 2).sum(1))
+    np.testing.assert_array_equal(x[:v].reshape(v, -1, 2)[:, 1].numpy(), DATA[:n].reshape(n, 2, 2)[:, 1])
+
+
+def test_symbolic_slices_and_reshapes_that_cannot_be_done_say_why():
+    v = UOp.variable("n", 1, 10).bind(3)
+    x = realized(DATA)
+    with pytest.raises(IndexError, match="a symbolic slice takes step 1"):
+        x[:v:2]
+    with pytest.raises(IndexError, match="a symbolic slice takes no negative bounds"):
+        x[-2:v]
+    with pytest.raises(ValueError, match=r"cannot reshape \(\(BIND n 3\), 4\) to \(-1,\): with symbolic sizes"):
+        x[:v].reshape(-1)

@@ -68,7 +68,7 @@ def test_every_mapped_module_imports_and_its_names_are_rulecs(layer):
 
 
 @pytest.mark.parametrize("statement, missing", [
-    ("from tinygrad import Variable", "tinygrad.Variable"),
+    ("from tinygrad import function", "tinygrad.function"),
     ("from tinygrad.helpers import fetch", "tinygrad.helpers.fetch"),
     ("from tinygrad.nn.optim import LAMB", "tinygrad.nn.optim.LAMB"),
     ("import tinygrad.nn.datasets", "tinygrad.nn.datasets"),
@@ -89,10 +89,10 @@ def test_a_name_rulec_does_not_provide_raises_an_import_error_naming_it(layer, s
 def test_attribute_access_to_a_missing_name_is_an_attribute_error(layer):
     import tinygrad
 
-    assert not hasattr(tinygrad, "Variable")
+    assert not hasattr(tinygrad, "function")
     assert getattr(tinygrad.helpers, "fetch", "default") == "default"
-    with pytest.raises(AttributeError, match="tinygrad.Variable is not provided by rulec"):
-        tinygrad.Variable  # noqa: B018
+    with pytest.raises(AttributeError, match="tinygrad.function is not provided by rulec"):
+        tinygrad.function  # noqa: B018
 
 
 def test_install_and_uninstall_are_idempotent_and_restore_sys_modules(monkeypatch):

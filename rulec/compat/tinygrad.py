@@ -14,6 +14,7 @@ this finder for `tinygrad.X.name` when `name` is missing and the error can say w
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -41,7 +42,8 @@ MODULES: dict[str, Mapping] = {
         names={"Tensor": "rulec.runtime.tensor.tensor:Tensor", "TinyJit": "rulec.jit:TinyJit",
                "dtypes": "rulec.runtime.ir.dtype:dtypes", "Device": "rulec.runtime.device:Device",
                "Context": "rulec.helpers:Context", "getenv": "rulec.helpers:getenv",
-               "GlobalCounters": "rulec.helpers:GlobalCounters"},
+               "GlobalCounters": "rulec.helpers:GlobalCounters", "UOp": "rulec.runtime.ir.uop:UOp",
+               "Variable": "rulec.runtime.ir.uop:UOp.variable"},
         submodules=("tensor", "nn", "helpers", "dtype", "device", "engine")),
     "tinygrad.tensor": Mapping(names={"Tensor": "rulec.runtime.tensor.tensor:Tensor"}),
     "tinygrad.nn": Mapping(names={"Tensor": "rulec.runtime.tensor.tensor:Tensor"}, all_of=("rulec.nn",),
@@ -78,7 +80,7 @@ def _not_provided_message(full: str) -> str:
 
 def _resolve(target: str) -> Any:
     module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return functools.reduce(getattr, attr.split("."), importlib.import_module(module))  # "UOp.variable" too
 
 
 def provided_names(name: str) -> list[str]:

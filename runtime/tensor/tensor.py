@@ -729,6 +729,8 @@ class Tensor(MoreOps, Autograd):
         new = tuple(self.shape[i] if s is None else s for i, s in enumerate(new))
         if new.count(-1) > 1 or any(isinstance(s, int) and s < -1 for s in new):
             raise ValueError(f"cannot reshape {self.shape} to {new}")
+        if not all(isinstance(s, int) for s in (*self.shape, *new)):
+            return self._symbolic_reshape(new)
         if -1 in new:
             known = int(prod(s for s in new if s != -1))
             if known == 0 or self.numel() % known:
@@ -736,6 +738,22 @@ class Tensor(MoreOps, Autograd):
             new = tuple(self.numel() // known if s == -1 else s for s in new)
         if prod(new) != self.numel():
             raise ValueError(f"cannot reshape {self.shape} to {new}")
+        return self if new == self.shape else self._mop(Ops.RESHAPE, new)
+
+    def _symbolic_reshape(self, new: tuple) -> Tensor:
+        """A reshape where a size is symbolic: it may add, drop, merge or split only the axes of constant
+        size; the symbolic ones stay as they are, in order (one -1 is inferred from the constant ones)."""
+        asked = new
+        sym_old = [d for d in self.shape if not isinstance(d, int)]
+        sym_new = [d for d in new if not isinstance(d, int)]
+        ints_old = int(prod(d for d in self.shape if isinstance(d, int)))
+        ints_new = int(prod(d for d in new if isinstance(d, int) and d != -1))
+        if -1 in new and ints_new and ints_old % ints_new == 0:
+            new = tuple(ints_old // ints_new if s == -1 else s for s in new)
+            ints_new = ints_old
+        if len(sym_old) != len(sym_new) or any(a is not b for a, b in zip(sym_old, sym_new)) or ints_old != ints_new:
+            raise ValueError(f"cannot reshape {self.shape} to {asked}: with symbolic sizes, only the axes of "
+                             "constant size may change; the symbolic ones stay as they are")
         return self if new == self.shape else self._mop(Ops.RESHAPE, new)
 
     def expand(self, shape: Any, *args: int) -> Tensor:
@@ -857,7 +875,9 @@ class Tensor(MoreOps, Autograd):
         flips, bounds, steps, shape, kept, adv = self._parse_basic(items)
         x = self.flip([i for i, f in enumerate(flips) if f]) if any(flips) else self
         x = x._strided_shrink(bounds, steps)
-        return x.reshape(tuple(shape)), kept, [(ax, _index_tensor(k, shape[ax])) for ax, k in adv]
+        if tuple(shape) != x.shape:  # ints dropped or Nones added axes (a symbolic axis is never reshaped)
+            x = x.reshape(tuple(shape))
+        return x, kept, [(ax, _index_tensor(k, shape[ax])) for ax, k in adv]
 
     def _parse_basic(self, items: list[Any]) -> tuple[list[bool], list[tuple[int, int]], list[int], list[int],
                                                       list[Any], list[tuple[int, Any]]]:
@@ -871,7 +891,20 @@ class Tensor(MoreOps, Autograd):
                 kept.append(None)
                 continue
             size = self.shape[dim]
-            if isinstance(k, slice):
+            if isinstance(k, slice) and (not isinstance(size, int) or any(isinstance(e, UOp) for e in (k.start, k.stop, k.step))):
+                # a symbolic bound (a bound variable): taken as it is, so no negatives and no clamping
+                if k.step not in (None, 1):
+                    raise IndexError(f"slice {k} of axis {dim} of shape {self.shape}: a symbolic slice takes step 1")
+                start, stop = 0 if k.start is None else k.start, size if k.stop is None else k.stop
+                if any(isinstance(e, int) and e < 0 for e in (start, stop)):
+                    raise IndexError(f"slice {k} of axis {dim} of shape {self.shape}: a symbolic slice takes "
+                                     "no negative bounds")
+                flips.append(False)
+                bounds.append((start, stop))
+                steps.append(1)
+                shape.append(stop if isinstance(start, int) and start == 0 else stop - start)
+                kept.append(k)
+            elif isinstance(k, slice):
                 start, stop, step = k.indices(size)
                 n = len(range(start, stop, step))
                 if step < 0:  # read the axis backwards: position p is size-1-p
@@ -901,7 +934,8 @@ class Tensor(MoreOps, Autograd):
     def _strided_shrink(self, bounds: list[tuple[int, int]], steps: list[int]) -> Tensor:
         """Keep [start, end) of each axis, every step-th element: pad the range to a multiple of the step,
         split it (n, step) and keep column 0."""
-        x = self.shrink(tuple((b, min(e, s)) for (b, e), s in zip(bounds, self.shape)))
+        x = self.shrink(tuple((b, min(e, s) if isinstance(e, int) and isinstance(s, int) else e)
+                              for (b, e), s in zip(bounds, self.shape)))
         if all(st == 1 for st in steps):
             return x
         x = x.pad(tuple((0, (e - b) - n) for (b, e), n in zip(bounds, x.shape)))
