@@ -698,3 +698,9 @@ KERNELS = [
 def test_kernel_counts_at_most_tinygrads(name, tinygrad, build):
     outs = build()
     assert len(outs[0].schedule(*outs[1:])) <= tinygrad
+
+
+def test_data_is_a_memoryview_with_the_shape_and_values():
+    m = Tensor([[1, 2], [3, 4]]).data()
+    assert isinstance(m, memoryview) and m.shape == (2, 2) and m.tolist() == [[1, 2], [3, 4]]
+    assert Tensor(3.5).data().tolist() == 3.5 and Tensor([True, False]).data().tolist() == [True, False]

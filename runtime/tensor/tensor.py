@@ -1266,6 +1266,10 @@ class Tensor(MoreOps, Autograd):
     def tolist(self) -> Any:
         return self.numpy().tolist()
 
+    def data(self) -> memoryview:
+        """The values as a memoryview with the tensor's shape and element format (tinygrad's `data()`)."""
+        return memoryview(np.require(self.numpy(), None, "C"))
+
     def item(self) -> Scalar:
         if self.numel() != 1:
             raise ValueError(f"item() needs one element, the shape is {self.shape}")
