@@ -287,6 +287,30 @@ def test_random_assign_programs_equal_numpy(data):
             np.testing.assert_array_equal(bases[j].numpy(), nps[j])
 
 
+@settings(max_examples=examples(60), deadline=None, derandomize=not SEARCH, database=None)
+@given(st.data())
+def test_assigns_reading_each_others_old_contents_in_any_realize_order(data):
+    """Whole-buffer assigns realized together, each value a view of any buffer as it was: chains of
+    readers of old contents (x reads y, y reads z, ...) in any order of the realize; numpy runs them in
+    the order they were made, each reading the contents from before the group."""
+    nb = data.draw(st.integers(2, 4), "buffers")
+    nps = [np.arange(16, dtype=np.float32).reshape(4, 4) * (k + 1) - 7 * k for k in range(nb)]
+    bases = [Tensor(x.copy()).realize() for x in nps]
+    views = {"full": (lambda t: t, lambda a: a), "T": (lambda t: t.T, lambda a: a.T),
+             "flip0": (lambda t: t.flip(0), lambda a: a[::-1])}
+    group = []
+    for i in data.draw(st.lists(st.integers(0, nb - 1), min_size=2, max_size=nb, unique=True), "targets"):
+        j = data.draw(st.integers(0, nb - 1), "read buffer")
+        tf, nf = views[data.draw(st.sampled_from(sorted(views)), "read view")]
+        # a buffer assigned earlier in the group is read as assigned (tinygrad's lazy semantics), a later
+        # one as it was: numpy's arrays hold exactly that at this point
+        group.append(bases[i].assign(tf(bases[j]) + 1))
+        nps[i] = nf(nps[j]) + 1
+    Tensor.realize(*data.draw(st.permutations(group), "realize order"))
+    for j in range(nb):
+        np.testing.assert_array_equal(bases[j].numpy(), nps[j])
+
+
 # ----------------------------------------------------------------------------- assigns to views
 
 
