@@ -195,10 +195,15 @@ def main() -> None:
 def growth_line(label: str, sizes: list[int], first: tuple[float, float | None],
                 last: tuple[float, float | None]) -> str:
     """How much each scheduler's time grew from the family's smallest size to its largest: the one that
-    grows less scales better (a fixed cost per schedule also lowers this factor)."""
+    grows less scales better (a fixed cost per schedule also lowers this factor), and what each unit added
+    (a layer, a block, an op) cost on average, which a fixed cost does not change."""
     span = f"{label.format(sizes[0])} -> {sizes[-1]}"
+    units = sizes[-1] - sizes[0]
     tiny = f"{last[1] / first[1]:.1f}x" if first[1] and last[1] else "-"
-    return f"  growth, {span}: rulec {last[0] / first[0]:.1f}x, tinygrad {tiny}"
+    per_unit = f"rulec {(last[0] - first[0]) / units:.3g} ms"
+    if first[1] and last[1]:
+        per_unit += f", tinygrad {(last[1] - first[1]) / units:.3g} ms"
+    return f"  growth, {span}: rulec {last[0] / first[0]:.1f}x, tinygrad {tiny}; per unit added: {per_unit}"
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ from rulec.runtime.ir.ops import GroupOp, Ops
 from rulec.runtime.ir.walk import run_recursive
 
 _UNSET: Any = object()
+# the marker of a node whose sources are done, on the flat stacks of the walks below
+_EMIT: Any = object()
 
 # Ops whose result is a bool whatever the operand dtype.
 _COMPARISONS = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
@@ -114,20 +116,24 @@ class UOp:
         return self._walk(gate)
 
     def _walk(self, gate: Callable[[UOp], bool] | None) -> dict[UOp, None]:
+        # one flat stack, no tuple per entry (two per node were most of the walk's allocations): a node alone
+        # is "visit it", a node followed by _EMIT is "its sources are done, emit it"
         out: dict[UOp, None] = {}
-        stack: list[tuple[UOp, bool]] = [(self, False)]
+        stack: list[Any] = [self]
+        push, pop = stack.append, stack.pop
         while stack:
-            node, expanded = stack.pop()
+            node = pop()
+            if node is _EMIT:
+                out[pop()] = None
+                continue
             if node in out:
                 continue
-            if expanded:
-                out[node] = None
-                continue
-            stack.append((node, True))
+            push(node)
+            push(_EMIT)
             if gate is None or gate(node):
                 for s in reversed(node.src):
                     if s not in out:
-                        stack.append((s, False))
+                        push(s)
         return out
 
     @property
@@ -151,10 +157,10 @@ class UOp:
 
     def get_children_map(self) -> dict[UOp, dict[UOp, None]]:
         children: dict[UOp, dict[UOp, None]] = {}
-        for u in self.toposort():
-            children.setdefault(u, {})
+        for u in self.toposort():  # sources first: each source has its entry before any user is seen
+            children[u] = {}
             for s in u.src:
-                children.setdefault(s, {})[u] = None
+                children[s][u] = None
         return children
 
     def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
@@ -165,9 +171,7 @@ class UOp:
         """RANGE nodes this node depends on and that are not closed below it (cached per node, from the
         sources' own: a walk per node would be quadratic over a chain of kernels)."""
         if self._ranges is None:
-            from rulec.runtime.ir.shape import open_ranges_of
-
-            _fill_cache(self, "_ranges", None, _sources_with_ranges, open_ranges_of)
+            _fill_cache(self, "_ranges", None, _sources_with_ranges, _ranges_of)
         return self._ranges
 
     def has_op(self, ops_mask: int) -> bool:
@@ -358,6 +362,33 @@ def _sources_with_ranges(u: UOp) -> tuple[UOp, ...]:
     return tuple(s for s in u.src if s._mask & _RANGE_BIT)
 
 
+# ops that close ranges below them or open one (runtime/ir/shape.py: closed_ranges)
+_CLOSE_OR_OPEN = frozenset({Ops.REDUCE, Ops.BUFFERIZE, Ops.END, Ops.STORE, Ops.RANGE})
+
+
+def _ranges_of(n: UOp) -> tuple[UOp, ...]:
+    """`n`'s open ranges: its sources' own tuple when they all agree and `n` closes none, as they do on
+    nearly every node inside a kernel. A new tuple per node would be one more object per node for the
+    garbage collector to track and promote, kept as long as the node."""
+    if not n._mask & _RANGE_BIT:
+        return ()
+    if n.op not in _CLOSE_OR_OPEN:
+        first = None
+        for s in n.src:
+            if s._mask & _RANGE_BIT:
+                r = s._ranges
+                if first is None:
+                    first = r
+                elif r is not first and r != first:
+                    break
+        else:
+            if first is not None:
+                return first
+    from rulec.runtime.ir.shape import open_ranges_of
+
+    return open_ranges_of(n)
+
+
 def _from_table(table: tuple) -> UOp:
     """The last node of a table written by UOp.__reduce__ (each row's sources are earlier rows)."""
     nodes: list[UOp] = []
@@ -373,18 +404,23 @@ def _fill_cache(root: UOp, slot: str, unset: Any, needs: Callable[[UOp], tuple[U
     `needs(u)` names the sources whose fact `compute(u)` reads, so that `compute` only ever reads
     cached values: an explicit stack instead of recursion, for graphs of any depth.
     """
-    stack: list[tuple[UOp, bool]] = [(root, False)]
+    # a flat stack as in UOp._walk: a node alone is "visit it", a node followed by _EMIT is "compute it"
+    stack: list[Any] = [root]
+    push, pop = stack.append, stack.pop
     while stack:
-        node, ready = stack.pop()
+        node = pop()
+        if node is _EMIT:
+            node = pop()
+            if getattr(node, slot) is unset:
+                object.__setattr__(node, slot, compute(node))
+            continue
         if getattr(node, slot) is not unset:
             continue
-        if ready:
-            object.__setattr__(node, slot, compute(node))
-            continue
-        stack.append((node, True))
+        push(node)
+        push(_EMIT)
         for s in needs(node):
             if getattr(s, slot) is unset:
-                stack.append((s, False))
+                push(s)
 
 
 def pretty(root: UOp, max_nodes: int = 200) -> str:

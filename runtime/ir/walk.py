@@ -20,19 +20,21 @@ def run_recursive(walk: Walk, root: K, memo: dict[K, R] | None = None) -> R:
     memo = {} if memo is None else memo
     if root in memo:
         return memo[root]
-    stack: list[tuple[K, Generator[K, R, R]]] = [(root, walk(root))]
+    # one flat stack of key, generator, key, generator, ...: no tuple per frame
+    stack: list[Any] = [root, walk(root)]
     sent: Any = None
     while stack:
-        key, gen = stack[-1]
+        gen = stack[-1]
         try:
             child = gen.send(sent)
         except StopIteration as done:
-            stack.pop()
-            memo[key] = sent = done.value
+            stack.pop()  # the generator that returned
+            memo[stack.pop()] = sent = done.value
             continue
         if child in memo:
             sent = memo[child]
         else:
-            stack.append((child, walk(child)))
+            stack.append(child)
+            stack.append(walk(child))
             sent = None
     return memo[root]

@@ -196,7 +196,7 @@ def out_of_bounds(ast: UOp, sizes: dict[UOp, int] | None = None) -> list[str]:
 
     `sizes` gives a DEFINE_GLOBAL's element count; by default, its pointer dtype's size."""
     problems: list[str] = []
-    for u in ast.toposort():
+    for u in (*ast.parents, ast):  # the cached walk, not a copy of it
         if u.op is not Ops.INDEX or len(u.src) != 2 or u.src[0].op is not Ops.DEFINE_GLOBAL:
             continue
         g = u.src[0]

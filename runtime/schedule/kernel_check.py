@@ -51,7 +51,7 @@ def unsafe_reads(ast: UOp) -> list[str]:
         if (g := _global_of(st.src[0])) is not None:
             written.setdefault(g, set()).add(_address(st.src[0]))
     problems: list[str] = []
-    for u in ast.toposort():
+    for u in ast.parents:  # the cached walk, not a copy of it: a LOAD is never the AST's root
         if u.op is not Ops.LOAD or u.src[0].op is not Ops.INDEX:
             continue
         g = _global_of(u.src[0])
@@ -98,7 +98,7 @@ def check_kernel(ast: UOp, buffers: Sequence[UOp] = ()) -> None:
 def _sizes(ast: UOp, buffers: Sequence[UOp]) -> dict[UOp, int]:
     """The element count of each DEFINE_GLOBAL: its pointer's size, or the bound buffer's if smaller."""
     out: dict[UOp, int] = {}
-    for g in ast.toposort():
+    for g in ast.parents:  # the cached walk, not a copy of it: the root is a SINK or a STORE
         if g.op is Ops.DEFINE_GLOBAL:
             size = getattr(g.dtype, "size", -1)
             if isinstance(g.arg, int) and 0 <= g.arg < len(buffers) and isinstance(buffers[g.arg].arg, int):
