@@ -106,3 +106,50 @@ def test_gated_reads_keep_the_or_of_their_gates():
     g = r < 5
     t = UOp.const(dtypes.bool, True)
     assert _any_valid((g, t)) is (UOp.const(dtypes.bool, False) | g) | t
+
+
+# ------------------------------------------------------------------ children gates that would always agree
+
+def _programs():
+    import numpy as np
+
+    from rulec import Tensor
+
+    rng = np.random.default_rng(0)
+    x, w, v = (Tensor(rng.standard_normal(s).astype(np.float32)).realize() for s in ((16, 16), (16, 16), (16, 4)))
+    h = x @ w
+    return {
+        "relu": [(h.relu() @ v)],                          # CMPLT and WHERE read h: one index, no gate
+        "gelu": [(h.gelu() @ v).sum(1)],                    # a longer elementwise funnel
+        "relu-then-transposed": [h.relu() + h.T.relu()],    # the funnels end apart: gated, and buffered
+        "softmax": [h.softmax(-1)],                         # a reduce reads it: gated as before
+        "two-outputs": [h.relu(), h * 2],
+    }
+
+
+@pytest.mark.parametrize("name", ["relu", "gelu", "relu-then-transposed", "softmax", "two-outputs"])
+def test_skipping_gates_that_would_agree_changes_no_kernel(name, monkeypatch):
+    from rulec import Tensor
+    from rulec.runtime.schedule.callbacks import children
+
+    fast = [(item.ast, item.buffers) for item in Tensor.schedule(*_programs()[name])]
+    assert children._one_index is not None
+    monkeypatch.setattr(children, "_one_index", lambda *a: False)  # gate every shared node, as before
+    slow = [(item.ast, item.buffers) for item in Tensor.schedule(*_programs()[name])]
+    assert [a for a, _ in fast] == [a for a, _ in slow]
+    assert [len(b) for _, b in fast] == [len(b) for _, b in slow]
+
+
+def test_a_relu_input_is_not_gated_but_a_softmax_input_is():
+    from rulec import Tensor
+    from rulec.runtime.schedule.callbacks.children import ChildrenContext, find_children
+    from rulec.runtime.ir.ops import Ops as O
+
+    import numpy as np
+
+    x = Tensor(np.ones((4, 4), np.float32)).realize()
+    h = (x @ x).uop
+    for out, gated in (((x @ x).relu().uop, False), ((x @ x).softmax(-1).uop, True)):
+        ctx = ChildrenContext()
+        find_children(UOp.sink(out), ctx)
+        assert (h in ctx.children) is gated and all(u.op is not O.SINK for us in ctx.children.values() for u in us)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.ops import GroupOp, Ops
 from rulec.runtime.ir.uop import UOp, op_mask
 
 _REDUCE, _STORAGE = op_mask(Ops.REDUCE_AXIS), op_mask(Ops.BUFFER, Ops.CONTIGUOUS)
@@ -22,7 +22,9 @@ class ChildrenContext:
 def find_children(sink: UOp, ctx: ChildrenContext) -> UOp:
     """A pipeline step (a whole-graph pass): record the nodes several consumers read, where gating pays."""
     ctx.children = {}
-    for node, users in sink.get_children_map().items():
+    children = sink.get_children_map()
+    ends: dict[UOp, UOp | None] = {}
+    for node, users in children.items():
         # a REALIZE, or a view of one, is a buffer already: readers share it without a gate (and a
         # view of it that is an output is never indexed, so a gate would wait forever)
         if node.base.op is Ops.REALIZE:
@@ -32,9 +34,38 @@ def find_children(sink: UOp, ctx: ChildrenContext) -> UOp:
             continue
         # only worth gating where a reduce meets a buffer: elsewhere recomputing is cheap (the op masks are
         # cached per node: a walk below every shared node would be quadratic on a long chain)
-        if node.has_op(_REDUCE) and node.has_op(_STORAGE):
+        if node.has_op(_REDUCE) and node.has_op(_STORAGE) and not _one_index(consumers, children, ends):
             ctx.children[node] = consumers
     return sink
+
+
+def _one_index(consumers: list[UOp], children: dict[UOp, dict[UOp, None]], ends: dict[UOp, UOp | None]) -> bool:
+    """Whether every consumer reads the node at one and the same index, so a gate would always find them
+    agree (`relu(x)`: the CMPLT and the WHERE). An elementwise op reads its sources at its own index; each
+    consumer is one, and climbs, through elementwise ops that each have one consumer, to the same one."""
+    end = _climb(consumers[0], children, ends)
+    return end is not None and all(_climb(u, children, ends) is end for u in consumers[1:])
+
+
+def _climb(u: UOp, children: dict[UOp, dict[UOp, None]], ends: dict[UOp, UOp | None]) -> UOp | None:
+    """The elementwise op whose index decides the one `u` (elementwise) is read at; None if `u` is not
+    elementwise. Memoized in `ends`, so every node is climbed through once."""
+    path = []
+    while u not in ends:
+        if u.op not in GroupOp.Elementwise:
+            ends[u] = None
+            break
+        path.append(u)
+        up = children.get(u, {})
+        nxt = next(iter(up)) if len(up) == 1 else None
+        if nxt is None or nxt.op not in GroupOp.Elementwise:
+            ends[u] = u
+            break
+        u = nxt
+    end = ends[u]
+    for p in path:
+        ends[p] = end
+    return end
 
 
 def mark_children(ctx: ChildrenContext, x: UOp) -> UOp | None:
