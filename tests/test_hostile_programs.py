@@ -148,6 +148,30 @@ def test_a_chain_of_readers_of_old_contents_runs_in_order_in_every_realize_order
         np.testing.assert_array_equal(w.numpy(), [20, 40, 60], err_msg=str(outs))
 
 
+def test_a_reader_of_an_assign_runs_before_the_next_assign_to_its_buffer():
+    # r reads b as its first assign wrote it; b's second assign overwrites that, so it waits for r. It
+    # once waited only for readers of the contents from before the schedule: r read b * 2 where b's graph
+    # came first in the realize
+    for first_b in (True, False):
+        b = Tensor(np.arange(4, dtype=np.float32)).realize()
+        b.assign(b + 1)
+        r = b * 10
+        b.assign(b * 2)
+        Tensor.realize(*((b, r) if first_b else (r, b)))
+        np.testing.assert_array_equal(r.numpy(), (np.arange(4) + 1) * 10)
+        np.testing.assert_array_equal(b.numpy(), (np.arange(4) + 1) * 2)
+
+
+def test_one_kernel_reading_two_assigns_to_a_buffer_is_a_cycle_error():
+    # both would be one DEFINE_GLOBAL: the kernel once read b * 2 for r's b + 1 too
+    b = Tensor(np.arange(4, dtype=np.float32)).realize()
+    b.assign(b + 1)
+    r = b * 10
+    b.assign(b * 2)
+    with pytest.raises(AssignCycleError, match="two assigns"):
+        (r + b).numpy()
+
+
 def test_a_contiguous_copy_of_old_contents_is_taken_before_the_assign():
     a = Tensor.ones(4).contiguous().realize()
     times_a = (a * 3).contiguous()
@@ -333,6 +357,20 @@ def test_a_view_assign_is_seen_by_readers_of_the_storage():
     want.reshape(12)[-2:] = [5, 6]
     np.testing.assert_array_equal(a.numpy(), want)
     assert total.item() == want.sum()
+
+
+def test_a_pending_assign_to_a_strided_view_is_seen_by_the_base():
+    # a step that does not divide the axis pads it up to a multiple first: the PAD had no inverse, so the
+    # base (and every reader of it) silently kept the old values until the view itself was realized
+    for key, value in (((slice(None, None, -2), slice(1, None, 2)), [[7, 8], [9, 10]]),
+                       ((slice(None), slice(None, None, 3)), [[7, 8], [9, 10], [11, 12]])):
+        want = np.arange(12, dtype=np.float32).reshape(3, 4)
+        a = Tensor(want.copy()).realize()
+        total = a.sum()
+        a[key].assign(Tensor(np.array(value, np.float32)))
+        want[key] = value
+        np.testing.assert_array_equal(a.numpy(), want)
+        assert total.item() == want.sum()
 
 
 def test_lazy_chain_of_view_assigns_reading_earlier_ones():

@@ -64,6 +64,20 @@ def test_mixing_instances_needs_a_copy():
         Tensor(X, device="CPU:1") + Tensor(X)
 
 
+@pytest.mark.parametrize("device", ["CPU:1", "PYTHON"])
+def test_a_copy_of_a_pending_assign_reads_the_assigned_buffer(device):
+    # the copy's source was the assign's target wrapped in a contiguous of its own: one kernel got an
+    # INDEX for a buffer ("expected a BUFFER node")
+    a = Tensor(X).realize()
+    a.assign(a + 1)
+    c = a.to(device)
+    a.assign(a * 2)  # after the copy: the copy reads the buffer before this one overwrites it
+    Tensor.realize(a, c)
+    np.testing.assert_array_equal(c.numpy(), X + 1)
+    np.testing.assert_array_equal(a.numpy(), (X + 1) * 2)
+    np.testing.assert_array_equal(a[1:3, ::-1].to(device).numpy(), ((X + 1) * 2)[1:3, ::-1])
+
+
 # ------------------------------------------------------------------------------------ shard and gather
 
 @pytest.mark.parametrize("devs,axis", [(D2, 0), (D2, 1), (D2, None), (D3, None), (("CPU", "CPU:1", "CPU:2", "CPU:3"), 0)])

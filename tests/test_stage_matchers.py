@@ -83,7 +83,8 @@ def test_the_callbacks_run_the_index_symbolic_of_the_pipelines_own_build(tmp_pat
     assert probed(lambda t: t.pad(((2, 0), (0, 3))) * 2, [a], np.pad(a, ((2, 0), (0, 3))) * 2) > 0
     # a stateful callback: index_child (rangeify) folds the index its consumers share with the run's matchers
     m = a.max(1, keepdims=True)
-    assert probed(lambda t: (lambda m: (t - m) * m)(t.max(1, keepdim=True)), [a], (a - m) * m) > 0
+    # (m.T.T: two different paths to one index, so the gate runs and finds them agree)
+    assert probed(lambda t: (lambda m: (t - m) * m.T.T)(t.max(1, keepdim=True)), [a], (a - m) * m) > 0
     # rulec's own pipeline, in the same process, never sees the probe
     sys.modules["probe_matchers_xyz"].SEEN.clear()
     t = Tensor(a)

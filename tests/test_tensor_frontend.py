@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import weakref
 import math
+import operator
 import sys
 import types
 
@@ -506,6 +507,24 @@ def test_promotion_with_python_scalars(dt, scalar, out):
     assert (t + scalar).dtype == out and (scalar * t).dtype == out
 
 
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.uint32, np.int64])
+@pytest.mark.parametrize("scalar", [300, -1, 2**63, -2**40])
+def test_comparing_with_a_python_int_the_dtype_cannot_hold(dt, scalar):
+    # the scalar was wrapped into the dtype first: int8 == 300 compared with 44, uint32 < -1 with 2**32 - 1
+    info = np.iinfo(dt)
+    x = np.array([info.min, 0, 44, info.max], dt)
+    for op in (operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne):
+        want = np.array([op(int(v), scalar) for v in x])
+        np.testing.assert_array_equal(op(Tensor(x), scalar).numpy(), want, err_msg=op.__name__)
+        np.testing.assert_array_equal(op(scalar, Tensor(x)).numpy(), [op(scalar, int(v)) for v in x])
+    if info.min <= scalar <= info.max:
+        return
+    # clip compares with its bounds: int8's clip(0, 300) made everything above 44 44
+    keep = Tensor(x).clip(scalar, None) if scalar < 0 else Tensor(x).clip(None, scalar)
+    np.testing.assert_array_equal(keep.numpy(), x)
+    np.testing.assert_array_equal((Tensor(x).maximum(scalar) if scalar < 0 else Tensor(x).minimum(scalar)).numpy(), x)
+
+
 def test_division_and_result_dtypes():
     i = Tensor([7, -7])
     assert (i / 2).dtype == dtypes.float32 and (i / i).dtype == dtypes.float32
@@ -563,6 +582,25 @@ def test_sum_dtypes(dt, out):
     assert t.dtype == out
     check(t, x.astype(np.int64).sum(axis=0) if dt != np.float16 else x.sum(axis=0), rtol=1e-3)
     assert Tensor(x).sum(dtype=dtypes.float32).dtype == dtypes.float32
+
+
+def test_half_precision_sums_accumulate_in_float32():
+    # a float16 accumulator stalls at 2048 (2048 + 1 rounds to 2048): the kernel summed 20000 values to 2048.0
+    x = np.random.default_rng(0).random(20000).astype(np.float16)
+    wide = x.astype(np.float64)
+    t = Tensor(x)
+    assert t.sum().dtype == t.mean().dtype == t.var().dtype == dtypes.float16
+    got = [t.sum(), t.mean(), t.var(), Tensor(x.reshape(1, -1)) @ Tensor(np.ones((20000, 2), np.float16))]
+    want = [wide.sum(), wide.mean(), wide.var(ddof=1), wide.sum() * np.ones((1, 2))]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w, rtol=1e-3)
+    # 100000 itself is inf in float16: the mean divides in float32
+    assert Tensor(np.ones(100000, np.float16)).mean().numpy() == 1.0
+    # n copies of one value sum to value * n (reduce_collapse.yaml), n taken in float32: in float16 70000
+    # was inf, and 0 * inf NaN
+    one = Tensor(np.zeros(1, np.float16)).expand(70000)
+    assert one.sum(dtype=dtypes.float16).numpy() == 0
+    np.testing.assert_allclose((one + 1e-4).sum(dtype=dtypes.float16).numpy(), 7.0, rtol=1e-3)
 
 
 def test_mean_and_var_of_ints_are_float():
@@ -1123,6 +1161,9 @@ def test_gelu_exact_and_erf():
     with pytest.raises(ValueError, match="approximate"):
         Tensor(x).gelu("fast")
     check(Tensor(np.array([-2.0, 0.0, 3.0], np.float32)).sign(), [-1.0, 0.0, 1.0])
+    # numpy's sign of NaN is NaN (it was 0); of +-inf, +-1
+    special = np.array([np.nan, -np.inf, np.inf, -0.0], np.float32)
+    np.testing.assert_array_equal(Tensor(special).sign().numpy(), np.sign(special))
 
 
 def test_dtype_arguments_of_composites():

@@ -105,6 +105,11 @@ def _sum_dtype(dt: DType) -> DType:
     return dt
 
 
+def _float_acc_dtype(dt: DType) -> DType:
+    """The dtype a float sum accumulates in: float32 for the half-precision dtypes."""
+    return dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt
+
+
 def _float_dtype(dt: DType) -> DType:
     return dt if dt.is_float else dtypes.default_float
 
@@ -419,7 +424,19 @@ class Tensor(MoreOps, Autograd):
             a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
         return Tensor(UOp(op, a.dtype, (a.uop, b.uop)))
 
+    def _beyond(self, other: Any) -> int:
+        """1 (-1) when `other` is a Python int above (below) the range of self's integer dtype, where it
+        would wrap (int8: 300 is 44); else 0."""
+        if type(other) is not int or self.dtype.kind not in ("int", "uint"):
+            return 0
+        return 1 if other > self.dtype.max else -1 if other < self.dtype.min else 0
+
     def _compare(self, op: Ops, other: Any, reverse: bool = False) -> Tensor:
+        if beyond := self._beyond(other):
+            # every element compares to it the same way, as in numpy (and tinygrad): x == x is all True,
+            # x != x all False
+            always = op is Ops.CMPNE or (op is Ops.CMPLT and (beyond > 0) != reverse)
+            return self._compare(Ops.CMPEQ if always else Ops.CMPNE, self)
         a, b = Tensor._operands(other, self) if reverse else Tensor._operands(self, other)
         return Tensor(UOp(op, dtypes.bool, (a.uop, b.uop)))
 
@@ -454,9 +471,13 @@ class Tensor(MoreOps, Autograd):
         return self._binary(Ops.POW, x, reverse)
 
     def maximum(self, x: Any) -> Tensor:
+        if self._beyond(x) < 0:  # below the dtype's range (it would wrap): self is the maximum (a new tensor)
+            return self._binary(Ops.MAX, self)
         return self._binary(Ops.MAX, x)
 
     def minimum(self, x: Any) -> Tensor:
+        if self._beyond(x) > 0:
+            return self._binary(Ops.MAX, self)
         a, b = Tensor._operands(self, x)
         return a._inverse().maximum(b._inverse())._inverse()
 
@@ -593,8 +614,9 @@ class Tensor(MoreOps, Autograd):
         raise ValueError(f"gelu approximate must be 'tanh' or 'none', not {approximate!r}")
 
     def sign(self) -> Tensor:
-        """-1, 0 or 1 in self's dtype."""
-        return (self > 0).where(1, (self < 0).where(-1, 0)).cast(self.dtype)
+        """-1, 0 or 1 in self's dtype; NaN stays NaN (numpy's: it is neither above nor below 0)."""
+        out = (self > 0).where(1, (self < 0).where(-1, 0)).cast(self.dtype)
+        return (self != self).where(self, out) if self.dtype.is_float else out
 
     def erf(self) -> Tensor:
         """The error function, Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7)."""
@@ -657,6 +679,9 @@ class Tensor(MoreOps, Autograd):
 
     def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
             dtype: DType | str | None = None) -> Tensor:
+        if dtype is None and _float_acc_dtype(self.dtype) != self.dtype:
+            # a half-precision accumulator stalls (2048 + 1 == 2048 in float16): add in float32, as tinygrad
+            return self.cast(dtypes.float32)._reduce(Ops.ADD, axis, keepdim).cast(self.dtype)
         return self.cast(dtype or _sum_dtype(self.dtype))._reduce(Ops.ADD, axis, keepdim)
 
     def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
@@ -673,14 +698,17 @@ class Tensor(MoreOps, Autograd):
         return int(prod(self.shape[a] for a in self._axes(axis)))
 
     def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        """sum / n, in float (integer tensors are averaged in float32)."""
-        return self._to_float().sum(axis, keepdim) / self._count(axis)
+        """sum / n, in float (integer tensors are averaged in float32; half precision sums and divides in
+        float32, as tinygrad: n itself may not fit float16)."""
+        x = self._to_float()
+        return (x.sum(axis, keepdim, dtype=_float_acc_dtype(x.dtype)) / self._count(axis)).cast(x.dtype)
 
     def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """sum((x - mean)^2) / (n - correction), the unbiased estimate by default (as tinygrad)."""
         x = self._to_float()
         d = x - x.mean(axis, keepdim=True)
-        return (d * d).sum(axis, keepdim) / max(0, self._count(axis) - correction)
+        n = max(0, self._count(axis) - correction)
+        return ((d * d).sum(axis, keepdim, dtype=_float_acc_dtype(x.dtype)) / n).cast(x.dtype)
 
     def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         return self.var(axis, keepdim, correction).sqrt()
@@ -1470,7 +1498,8 @@ _MOVEMENT = {Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP
 def _value_in_base(base: UOp, chain: list[UOp], value: UOp) -> UOp | None:
     """The whole of `base` after the view `chain` (outermost first) of it takes `value`: the value moved
     back through the inverse of each movement op, and the old contents where the view does not reach.
-    None when a movement op has no inverse (an expand or a pad writes some elements twice or nowhere)."""
+    None when a movement op has no inverse (an expand writes some elements twice); what a view writes
+    into padding is dropped."""
     mask: UOp | None = None  # where the view reaches; None: everywhere, each element once
     for op in chain:
         below = tuple(op.src[0].shape)
@@ -1483,6 +1512,8 @@ def _value_in_base(base: UOp, chain: list[UOp], value: UOp) -> UOp | None:
             inverse = (Ops.PERMUTE, tuple(sorted(range(len(op.arg)), key=op.arg.__getitem__)))
         elif op.op in (Ops.FLIP, Ops.RESHAPE):
             inverse = (op.op, op.arg if op.op is Ops.FLIP else below)
+        elif op.op is Ops.PAD:  # (a strided slice pads up to a multiple of its step) padding is no storage
+            inverse = (Ops.SHRINK, tuple((b, b + n) for (b, _), n in zip(op.arg, below)))
         else:
             return None
         value = UOp(inverse[0], value.dtype, (value,), inverse[1])

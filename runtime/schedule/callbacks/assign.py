@@ -21,9 +21,9 @@ def order_assigns(s: UOp) -> UOp:
     """Make every assign to a buffer wait for each kernel that reads the buffer's old contents.
 
     A kernel's source is a BUFFER when it reads the contents from before the schedule, and the ASSIGN
-    when it reads what an assign wrote. Every assign to that buffer gains the reader's ASSIGN as a
-    source. A reader that itself depends on one of those assigns (directly or through the new
-    dependencies) can't be ordered: AssignCycleError.
+    when it reads what an assign wrote. Every assign to that buffer (after that assign) gains the
+    reader's ASSIGN as a source. A reader that itself depends on one of those assigns (directly or
+    through the new dependencies) can't be ordered: AssignCycleError.
     """
     assigns = [u for u in s.toposort() if u.op is Ops.ASSIGN and len(u.src) >= 2 and u.src[1].op is Ops.KERNEL]
     writers: dict[UOp, list[UOp]] = {}
@@ -32,9 +32,13 @@ def order_assigns(s: UOp) -> UOp:
     deps: dict[UOp, list[UOp]] = {}
     for u in assigns:
         for read in u.src[1].src:
-            if read.op is not Ops.BUFFER or read is u.src[0]:
+            if read.op is Ops.BUFFER and read is not u.src[0]:
+                overwriters = writers.get(read, ())
+            elif read.op is Ops.ASSIGN:  # what an assign wrote is overwritten by the later assigns there
+                overwriters = [p for p in writers.get(read.src[0], ()) if read in p.parents]
+            else:
                 continue
-            for p in writers.get(read, ()):
+            for p in overwriters:
                 if p is not u and u not in p.src and u not in deps.get(p, ()):
                     deps.setdefault(p, []).append(u)
     if not deps:

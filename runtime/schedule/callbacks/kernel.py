@@ -95,6 +95,13 @@ def _refuse_old_and_new_reads(x: UOp) -> None:
     if not value.has_op(_ASSIGN):
         return
     near = value.toposort(gate=lambda u: u.op is not Ops.ASSIGN)
+    versions: dict[UOp, UOp] = {}  # two assigns to one buffer: the later one overwrote the earlier's
+    for a in near:
+        if a.op is Ops.ASSIGN and versions.setdefault(b := as_buf(a), a) is not a:
+            raise AssignCycleError(
+                f"cycle in the kernel graph: one kernel reads a {b.arg}-element {b.dtype.name} buffer as two "
+                f"assigns to it wrote it; realize the value that reads the earlier one "
+                f"(.contiguous().realize()) before the later assign")
     old = {u for u in near if u.op is Ops.BUFFER}
     if not old:
         return
