@@ -35,7 +35,9 @@ def order_assigns(s: UOp) -> UOp:
             if read.op is Ops.BUFFER and read is not u.src[0]:
                 overwriters = writers.get(read, ())
             elif read.op is Ops.ASSIGN:  # what an assign wrote is overwritten by the later assigns there
-                overwriters = [p for p in writers.get(read.src[0], ()) if read in p.parents]
+                # (`p is not read` first: every kernel reads the ASSIGNs of the kernels before it, and the
+                # parents of each would be a walk of the whole graph below it)
+                overwriters = [p for p in writers.get(read.src[0], ()) if p is not read and read in p.parents]
             else:
                 continue
             for p in overwriters:
