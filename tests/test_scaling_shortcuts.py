@@ -153,3 +153,26 @@ def test_a_relu_input_is_not_gated_but_a_softmax_input_is():
         ctx = ChildrenContext()
         find_children(UOp.sink(out), ctx)
         assert (h in ctx.children) is gated and all(u.op is not O.SINK for us in ctx.children.values() for u in us)
+
+
+def test_assign_ordering_does_not_walk_below_every_kernel(monkeypatch):
+    # every kernel of a chain reads the ASSIGN of the one before; only a buffer with several writers needs
+    # the parents of its assigns (a walk below each kernel would be quadratic over the chain)
+    import numpy as np
+
+    from rulec import Tensor
+    from rulec.runtime.engine.pipeline import run_pipeline
+    from rulec.runtime.schedule.callbacks.assign import order_assigns
+    from rulec.runtime.schedule.scheduler import schedule_pipeline
+
+    x = Tensor(np.ones(16, np.float32)).realize()
+    for _ in range(12):
+        x = (x * 2).contiguous()
+    graph, _ = run_pipeline(UOp.sink(x.uop), schedule_pipeline().without("assign ordering"))
+    kernels = [u for u in graph.toposort() if u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL]
+    assert len(kernels) == 12
+    walked = []
+    real = UOp.parents
+    monkeypatch.setattr(UOp, "parents", property(lambda u: (walked.append(u), real.fget(u))[1]))
+    assert order_assigns(graph) is graph
+    assert [u for u in walked if u.op is Ops.ASSIGN] == []
