@@ -61,6 +61,19 @@ def test_programs_equal_numpy_on_each_device(device, name, build, ref, inputs, c
     _run_on(device, name, build, ref, inputs)
 
 
+@pytest.mark.parametrize("device", ["CPU", "PYTHON", pytest.param("CL", marks=pytest.mark.skipif(
+    NO_CL is not None, reason=str(NO_CL)))])
+def test_bool_buffers_in_and_out_on_each_device(device):
+    # OpenCL stores bools as uchar: the call check refused every bool array ("must be uint8, got bool")
+    x = np.array([1.0, np.nan, -2.0, np.inf, 0.0], np.float32)
+    mask = np.array([True, False, True, True, False])
+    t, m = Tensor(x, device=device), Tensor(mask, device=device).realize()
+    np.testing.assert_array_equal((t > 0).numpy(), x > 0)
+    np.testing.assert_array_equal(t.isnan().numpy(), np.isnan(x))
+    np.testing.assert_array_equal(((t < 1) & m).numpy(), (x < 1) & mask)
+    np.testing.assert_array_equal(m.where(t, 5.0).numpy(), np.where(mask, x, 5.0))
+
+
 def _kernels_of_corpus():
     for name, build, _, inputs, _ in PROGRAMS:
         for k, item in enumerate(Tensor.schedule(*build(*[T(a) for a in inputs]))):

@@ -373,6 +373,30 @@ def test_a_pending_assign_to_a_strided_view_is_seen_by_the_base():
         assert total.item() == want.sum()
 
 
+def test_a_pending_assign_to_a_bitcast_view_writes_the_base():
+    # BITCAST was not seen as a view: the assign wrote a value no buffer held and `a` kept its old bits
+    want = np.array([1.5, -2.0, 3.25, 0.0], np.float32)
+    a = Tensor(want.copy()).realize()
+    total = a.sum()
+    a.bitcast(dtypes.int32)[1:3].assign(Tensor(np.array([0x40490FDB, -0x40800000], np.int32)))
+    want.view(np.int32)[1:3] = [0x40490FDB, -0x40800000]
+    np.testing.assert_array_equal(a.numpy().view(np.int32), want.view(np.int32))
+    assert total.item() == pytest.approx(float(want.sum()))
+    a.bitcast(dtypes.uint32)[0] = 0x3F800000
+    assert a.numpy()[0] == 1.0
+
+
+def test_an_assign_to_an_expanded_view_is_an_error():
+    # one stored element read at several places: numpy refuses such writes (its base never saw them here)
+    a = Tensor(np.arange(4, dtype=np.float32)).realize()
+    with pytest.raises(ValueError, match=r"expanded view \(shape \(1, 4\) expanded to \(3, 4\)\)"):
+        a.reshape(1, 4).expand(3, 4).assign(Tensor.ones(3, 4))
+    with pytest.raises(ValueError, match="expanded view"):
+        a.reshape(1, 4).expand(3, 4)[1] = 5.0
+    a.reshape(1, 4).expand(1, 4)[0, 1:3].assign(Tensor([8.0, 9.0]))  # an expand to the same shape is none
+    np.testing.assert_array_equal(a.numpy(), [0, 8, 9, 3])
+
+
 def test_lazy_chain_of_view_assigns_reading_earlier_ones():
     c = Tensor.zeros(4, 3).contiguous().realize()
     for i in range(4):

@@ -170,6 +170,19 @@ def test_allreduce_is_replicated_and_equal_on_every_device():
     np.testing.assert_allclose(vals[0], X.sum(0))
 
 
+@pytest.mark.parametrize("axis", [0, None])
+def test_a_view_of_a_replicated_value_moved_to_one_of_its_devices(axis):
+    # the part already on that device stood for the copy; a part that is a view of a computed value (a
+    # reshape of a sum) lost the copy's tag, nothing was stored: "realize left unscheduled ops"
+    m = Tensor(X).shard(D2 + ("CPU:2", "CPU:3"), axis=axis)
+    cases = [(m.sum(0).to("CPU"), X.sum(0)), (m.sum(0).to("CPU:2"), X.sum(0)), (m.max(0).shards[1], X.max(0)),
+             ((m * 2).permute(1, 0).to("CPU:1"), X.T * 2)]
+    if axis is None:
+        cases += [(m.exp().reshape(32).to("CPU"), np.exp(X).reshape(32)), ((m + 1)[2:5].shards[0], X[2:5] + 1)]
+    for t, want in cases:
+        np.testing.assert_allclose(t.numpy(), want, rtol=1e-5)
+
+
 def test_matmul_with_replicated_weights():
     w = np.arange(12, dtype=np.float32).reshape(4, 3) / 7
     out = Tensor(X).shard(D2, axis=0) @ Tensor(w).shard(D2)

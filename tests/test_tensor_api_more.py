@@ -437,6 +437,24 @@ def test_sort_argsort(dim, descending):
     check(Tensor(x).argsort(dim, descending), idx.astype(np.int32))
 
 
+def test_sort_puts_nan_after_every_number():
+    # a NaN compared with nothing: it took place 0 with the smallest number, the last place got no element
+    # and read 0, with index 0 (or out of range). NaN is the greatest, as numpy (last) and torch (first
+    # when descending); NaNs and infinities keep their order among themselves
+    nan, inf = float("nan"), float("inf")
+    x = np.array([[3, nan, 1, nan, -inf, inf, 1], [nan, nan, nan, 0, -0.0, 2, inf]], np.float32)
+    idx = np.argsort(x, axis=1, kind="stable")
+    v, i = Tensor(x).sort()
+    np.testing.assert_array_equal(v.numpy(), np.take_along_axis(x, idx, 1))
+    check(i, idx.astype(np.int32))
+    desc = np.array([sorted(range(7), key=lambda c, r=r: (not np.isnan(x[r, c]), -np.nan_to_num(x[r, c]), c))
+                     for r in range(2)])
+    v, i = Tensor(x).sort(descending=True)
+    np.testing.assert_array_equal(v.numpy(), np.take_along_axis(x, desc, 1))
+    check(i, desc.astype(np.int32))
+    check(Tensor(x).topk(3)[1], desc[:, :3].astype(np.int32))
+
+
 def test_topk():
     x = data(4, 7)
     for k, largest in ((3, True), (1, False), (7, True), (0, True)):
@@ -460,6 +478,15 @@ def test_cummax_cummin():
             first = np.array([[next(j for j in range(c + 1) if xs[r, j] == rs[r, c]) for c in range(xs.shape[-1])]
                               for r in range(xs.shape[0])])
             check(i, np.moveaxis(first, -1, axis).astype(np.int32))
+
+
+def test_cummax_cummin_index_of_a_nan_is_in_range():
+    # the running value NaN equals no element: no position "reached" it and the index was n, out of range
+    x = np.array([1.0, np.nan, 3.0, 0.0, np.nan, 5.0], np.float32)
+    for name, acc in (("cummax", np.maximum), ("cummin", np.minimum)):
+        v, i = getattr(Tensor(x), name)(0)
+        np.testing.assert_array_equal(v.numpy(), acc.accumulate(x))
+        check(i, np.array([0, 1, 1, 1, 1, 1], np.int32))  # the first NaN is the first to reach NaN
 
 
 # ---------------------------------------------------------------------------------------- creation and random

@@ -58,7 +58,9 @@ class CLProgram:
     def __call__(self, buffers: Sequence[np.ndarray], vals: Sequence[int] = (), *,
                  global_size: Sequence[int], local_size: Sequence[int] | None = None,
                  outputs: Sequence[int] | None = None) -> None:
-        buffers, vals = tuple(buffers), tuple(vals)
+        # OpenCL holds bool buffers as uchar (backend.yaml's storage_types): the same bytes, seen as uint8
+        buffers = tuple(b.view(np.uint8) if isinstance(b, np.ndarray) and b.dtype == np.bool_ else b for b in buffers)
+        vals = tuple(vals)
         check_call(self.name, self.params, buffers, vals)
         outs = tuple(range(len(buffers))) if outputs is None and self.written is None else \
             tuple(self.written if outputs is None else outputs)

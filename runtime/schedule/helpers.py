@@ -191,12 +191,15 @@ def _pad_axes(idxs: tuple[UOp, ...], shape: tuple, pads: tuple) -> list[tuple[in
     """Per padded axis: its index's validity (before <= i < size - after) and its padding before."""
     out = []
     for ax, (size, (before, after)) in enumerate(zip(shape, pads)):
-        if before == 0 and after == 0:
+        # a symbolic amount (`10 - n` after a symbolic slice written back into its base) may be 0 or not:
+        # its bound is always checked
+        pad_before, pad_after = (not isinstance(v, int) or v > 0 for v in (before, after))
+        if not (pad_before or pad_after):
             continue
         valid = UOp.const(dtypes.bool, True)
-        if after > 0:
+        if pad_after:
             valid = valid & (idxs[ax] < size - after)
-        if before > 0:
+        if pad_before:
             valid = valid & (idxs[ax] > before - 1)  # i >= before, as one CMPLT
         out.append((ax, (valid, before)))
     return out

@@ -176,6 +176,11 @@ def gate_and_address(index: UOp, vals: dict[UOp, np.ndarray], shape: tuple[int, 
     keep = np.ones(shape, dtype=bool)
     for c in conds:
         keep &= np.broadcast_to(vals[c] != 0, shape)
+    # a loop whose end is symbolic (`r < n`) spans up to the end's largest value on the grid: the lanes
+    # past its end on a lane's own n never run
+    for r, v in vals.items():
+        if r.op is Ops.RANGE and r.src and r.src[0].op is not Ops.CONST and r.src[0] in vals:
+            keep &= np.broadcast_to(v < vals[r.src[0]], shape)
     return keep, np.broadcast_to(vals[expr], shape)
 
 

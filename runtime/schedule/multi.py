@@ -12,12 +12,18 @@ import functools
 from rulec.runtime.ir.multi import Layout, device_slice, layout, multi, part_arg, parts
 from rulec.runtime.ir.ops import GroupOp, Ops
 from rulec.runtime.ir.uop import UOp
-from rulec.runtime.schedule.helpers import merge_tags
+from rulec.runtime.schedule.helpers import buffer_under, merge_tags
 
 
 def _carry(new: UOp, old: UOp) -> UOp:
-    """`new` standing for `old`: it gets old's tag too."""
-    return new if old.tag is None else new.replace(tag=merge_tags(new.tag, old.tag))
+    """`new` standing for `old`: it gets old's tag too. A view of a computed value is stored first: a tagged
+    view keeps no tag (rangeify's untag-movement: the tensor is the view of its realized base), and here the
+    base is a device's part, which no tensor is, so `old`'s tensor would be left unrealized."""
+    if old.tag is None:
+        return new
+    if new.op in GroupOp.Movement and buffer_under(new) is None:
+        new = UOp(Ops.CONTIGUOUS, new.dtype, (new,))
+    return new.replace(tag=merge_tags(new.tag, old.tag))
 
 
 def select_part(m: UOp) -> UOp:

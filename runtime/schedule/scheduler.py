@@ -74,6 +74,7 @@ def create_schedule(sink: UOp, pipeline: Pipeline | None = None) -> tuple[list[S
         u = a.src[1]
         bufs = tuple(s.src[0] if s.op is Ops.ASSIGN else s for s in u.src if s.op is not Ops.BIND)
         binds = tuple(s for s in u.src if s.op is Ops.BIND)
+        _one_value_per_variable(binds)
         check_kernel(u.arg.ast, bufs)  # a safety net: an unsafe kernel is a scheduler bug, never run
         items.append(ScheduleItem(u.arg.ast, bufs, binds))
     originals: list[UOp] = contexts.get("uop_list", [])
@@ -85,6 +86,17 @@ def create_schedule(sink: UOp, pipeline: Pipeline | None = None) -> tuple[list[S
             if t is not None:
                 becomes[originals[t]] = value
     return items, becomes
+
+
+def _one_value_per_variable(binds: tuple[UOp, ...]) -> None:
+    """A kernel is given each variable's value by name: two bindings of one name to different values
+    (`x[:n=2]` and `x[:n=5]` in one kernel) cannot both hold, and running with either is silently wrong."""
+    seen: dict[str, int] = {}
+    for b in binds:
+        name, value = b.src[0].arg[0], b.src[1].arg
+        if seen.setdefault(name, value) != value:
+            raise ValueError(f"variable {name!r} is bound to {seen[name]} and to {value} in one kernel: "
+                             f"realize the parts with different values separately")
 
 
 def _untagged(u: UOp, memo: dict[UOp, UOp]) -> UOp:

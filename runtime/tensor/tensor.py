@@ -694,8 +694,13 @@ class Tensor(MoreOps, Autograd):
     def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         return self._inverse().max(axis, keepdim)._inverse()
 
-    def _count(self, axis: int | Sequence[int] | None) -> int:
-        return int(prod(self.shape[a] for a in self._axes(axis)))
+    def _count(self, axis: int | Sequence[int] | None) -> int | Tensor:
+        """The number of elements `axis` reduces; over a symbolic size a float32 scalar of the run's value
+        (the bound variable), as a graph value, so a kernel reused for another binding divides by it."""
+        sizes = [self.shape[a] for a in self._axes(axis)]
+        n = int(prod(s for s in sizes if not isinstance(s, UOp)))
+        symbolic = [Tensor(UOp(Ops.CAST, dtypes.float32, (s,))) for s in sizes if isinstance(s, UOp)]
+        return n if not symbolic else functools.reduce(lambda a, b: a * b, symbolic) * n
 
     def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """sum / n, in float (integer tensors are averaged in float32; half precision sums and divides in
@@ -707,7 +712,8 @@ class Tensor(MoreOps, Autograd):
         """sum((x - mean)^2) / (n - correction), the unbiased estimate by default (as tinygrad)."""
         x = self._to_float()
         d = x - x.mean(axis, keepdim=True)
-        n = max(0, self._count(axis) - correction)
+        count = self._count(axis)
+        n = max(0, count - correction) if isinstance(count, int) else (count - correction).maximum(0)
         return ((d * d).sum(axis, keepdim, dtype=_float_acc_dtype(x.dtype)) / n).cast(x.dtype)
 
     def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
@@ -824,9 +830,11 @@ class Tensor(MoreOps, Autograd):
         pads = self._norm_padding(padding)
         if mode != "constant":
             return self._pad_from_edges(pads, mode)
-        if any(s + min(b, 0) + min(a, 0) < 0 for s, (b, a) in zip(self.shape, pads)):  # crops overlap
+        # crops overlap (a symbolic size: for some value its variable can be bound to)
+        smallest = [s if isinstance(s, int) else s.vmin for s in self.shape]
+        if any(s + min(b, 0) + min(a, 0) < 0 for s, (b, a) in zip(smallest, pads)):
             raise ValueError(f"bad padding {padding} for shape {self.shape}")
-        x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for s, (b, a) in zip(self.shape, pads)))
+        x = self.shrink(tuple((-min(b, 0), s + a if a < 0 else s) for s, (b, a) in zip(self.shape, pads)))
         grow = tuple((max(b, 0), max(a, 0)) for b, a in pads)
         if not any(b or a for b, a in grow):
             return x
@@ -942,6 +950,15 @@ class Tensor(MoreOps, Autograd):
                 steps.append(step)
                 shape.append(n)
                 kept.append(k)
+            elif isinstance(k, (int, np.integer)) and not isinstance(size, int):
+                # a symbolic axis: an index must be in range for every value its variable can be bound to
+                i = int(k)
+                if not 0 <= i < size.vmin:
+                    raise IndexError(f"index {k} on the symbolic axis {dim} of shape {self.shape}: only 0 <= index < "
+                                     f"{size.vmin} (its smallest size) is in range for every binding")
+                flips.append(False)
+                bounds.append((i, i + 1))
+                steps.append(1)
             elif isinstance(k, (int, np.integer)):
                 i = int(k) + size if k < 0 else int(k)
                 if not 0 <= i < size:
@@ -1332,7 +1349,7 @@ class Tensor(MoreOps, Autograd):
             raise ValueError(f"cannot assign a {x.dtype.name} tensor to a {self.dtype.name} tensor")
         _same_device((self, x))
         base, chain = _view_of_storage(self.uop)
-        if base is None or not chain or (whole := _value_in_base(base, chain, x.uop)) is None:
+        if base is None or not chain:
             a = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
             if a._mask & MULTI_MASK:
                 layout(a)  # the value must be laid out as the target
@@ -1341,7 +1358,7 @@ class Tensor(MoreOps, Autograd):
         # an assign to a view writes the tensor it views: as tinygrad 0.14, every live tensor that reads
         # the viewed storage reads it after the assign from now on (the base too, realized or not). Assigns
         # made before keep the values they were given (numpy's order): they are not looked into.
-        after = UOp(Ops.ASSIGN, base.dtype, (base, whole))
+        after = UOp(Ops.ASSIGN, base.dtype, (base, _value_in_base(base, chain, x.uop)))
         for t in list(all_tensors):
             t.uop = _replace_outside_assigns(t.uop, base, after)
         return self
@@ -1452,7 +1469,8 @@ def _view_of_storage(u: UOp) -> tuple[UOp | None, list[UOp]]:
     and the movement ops over it, outermost first; (None, []) when `u` is a computed value."""
     chain: list[UOp] = []
     while not (u.op in (Ops.BUFFER, Ops.ASSIGN) or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)):
-        if u.op not in _MOVEMENT:
+        # a bitcast (dtypes of one size) reads the same bytes: a view that an assign writes through
+        if u.op not in _MOVEMENT and u.op is not Ops.BITCAST:
             return None, []
         # a reshape to the shape it already has views nothing: the tensor is its source (an assign to it
         # is an ordinary assign, not an assign through a view that other readers would see)
@@ -1495,14 +1513,22 @@ _UNROLLED_WRITES = 16
 _MOVEMENT = {Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP}
 
 
-def _value_in_base(base: UOp, chain: list[UOp], value: UOp) -> UOp | None:
+def _value_in_base(base: UOp, chain: list[UOp], value: UOp) -> UOp:
     """The whole of `base` after the view `chain` (outermost first) of it takes `value`: the value moved
     back through the inverse of each movement op, and the old contents where the view does not reach.
-    None when a movement op has no inverse (an expand writes some elements twice); what a view writes
-    into padding is dropped."""
+    A view through a real expand (one stored element read at several places) has no inverse: numpy
+    refuses such writes, and so does this (ValueError); what a view writes into padding is dropped."""
     mask: UOp | None = None  # where the view reaches; None: everywhere, each element once
     for op in chain:
         below = tuple(op.src[0].shape)
+        if op.op is Ops.BITCAST:  # the bits go back in the stored dtype; the mask is not a value
+            value = UOp(Ops.BITCAST, op.src[0].dtype, (value,))
+            continue
+        if op.op is Ops.EXPAND and tuple(op.shape) == below:
+            continue
+        if op.op is Ops.EXPAND:
+            raise ValueError(f"cannot assign to an expanded view (shape {below} expanded to {tuple(op.shape)}): "
+                             f"several of its elements are one stored element; assign to a contiguous() copy")
         if op.op is Ops.SHRINK:
             if mask is None:
                 true = UOp(Ops.RESHAPE, dtypes.bool, (UOp.const(dtypes.bool, True),), (1,) * len(op.shape))
@@ -1512,10 +1538,8 @@ def _value_in_base(base: UOp, chain: list[UOp], value: UOp) -> UOp | None:
             inverse = (Ops.PERMUTE, tuple(sorted(range(len(op.arg)), key=op.arg.__getitem__)))
         elif op.op in (Ops.FLIP, Ops.RESHAPE):
             inverse = (op.op, op.arg if op.op is Ops.FLIP else below)
-        elif op.op is Ops.PAD:  # (a strided slice pads up to a multiple of its step) padding is no storage
+        else:  # PAD (a strided slice pads up to a multiple of its step): padding is no storage
             inverse = (Ops.SHRINK, tuple((b, b + n) for (b, _), n in zip(op.arg, below)))
-        else:
-            return None
         value = UOp(inverse[0], value.dtype, (value,), inverse[1])
         mask = None if mask is None else UOp(inverse[0], mask.dtype, (mask,), inverse[1])
     return value if mask is None else UOp(Ops.WHERE, value.dtype, (mask, value, base))

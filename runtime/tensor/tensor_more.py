@@ -519,8 +519,12 @@ class MoreOps(ExtraOps):
         n = x.shape[-1]
         a, b = x.unsqueeze(-1), x.unsqueeze(-2)  # a[..., i, j] = x_i, b[..., i, j] = x_j
         i_, j_ = T.arange(n).reshape(n, 1), T.arange(n).reshape(1, n)
-        before = (b > a) if descending else (b < a)
-        place = (before | ((b == a) & (j_ < i_))).sum(-1)  # (..., n): where x_i goes
+        before, tie = ((b > a) if descending else (b < a)), (b == a)
+        if self.dtype.is_float:  # NaN is greater than every number (numpy: last ascending; torch: first descending)
+            nan_a, nan_b = a != a, b != b
+            before = before | ((nan_b & nan_a.logical_not()) if descending else (nan_a & nan_b.logical_not()))
+            tie = tie | (nan_a & nan_b)  # without it, two NaNs would go to one place and leave another empty
+        place = (before | (tie & (j_ < i_))).sum(-1)  # (..., n): where x_i goes
         at = place.unsqueeze(-1) == T.arange(n).reshape(1, n)  # at[..., i, p]: x_i goes to p
         values = at.where(a, 0).sum(-2).cast(self.dtype)
         indices = at.where(i_, 0).sum(-2).cast(_dtypes().int32)
@@ -553,7 +557,11 @@ class MoreOps(ExtraOps):
             values = lower.where(vals, math.inf if self.dtype.is_float else self.dtype.max).min(-1)
         values = values.cast(self.dtype)
         # the first position reaching the running extreme (tinygrad's choice)
-        hit = lower & (vals == values.unsqueeze(-1))
+        running = values.unsqueeze(-1)
+        same = vals == running
+        if self.dtype.is_float:  # a NaN equals nothing: its running NaN is reached first at the first NaN
+            same = same | ((vals != vals) & (running != running))
+        hit = lower & same
         idx = hit.where(T.arange(n).reshape(1, n), n).min(-1).cast(_dtypes().int32)
         return values.transpose(ax, -1), idx.transpose(ax, -1)
 
