@@ -85,6 +85,12 @@ check("lift_invalid", "lift-invalid-unary", -gated,
 check("lift_invalid", "gated-compare-left", gated < y, lambda out: out is (valid & (r < y)))
 check("lift_invalid", "gated-compare-right", y < gated, lambda out: out is (valid & (y < r)))
 
+# a float16 sum of one value over more lanes than float16 counts (70000 is inf there): the product in float32
+half = UOp(Ops.REDUCE, dtypes.float16, (UOp.const(dtypes.float16, 1e-4), UOp.range(70000, 0, "reduce")), Ops.ADD)
+check("reduce_collapse", "reduce-of-invariant-half", half,
+      lambda out: out.op is Ops.CAST and out.dtype == dtypes.float16 and out.src[0].op is Ops.MUL
+      and out.src[0].dtype == dtypes.float32)
+
 # ------------------------------------------------------------------ buffers read back at their own ranges
 r0, r1 = UOp.range(4, 0), UOp.range(6, 1)
 inner = (x + 1).uop  # (an elementwise node: no rule of the set reaches through it)
