@@ -142,6 +142,17 @@ def test_cast_float32_gradient():
     np.testing.assert_allclose(g.numpy(), 3 * np.cos(x), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 5e-7), (np.float64, 1e-15)])
+def test_sin_and_cos_gradients_at_large_arguments(dtype, tol):
+    # the rule took sin(pi/2 - x): float32's d/dx sin at 1e6 was 0.9396, numpy's cos(1e6) 0.93675
+    x = np.array([0.3, -2.0, 1e3, 1e6, -3e5, 12345.678], dtype=dtype)
+    t = Tensor(x)
+    (gs,) = t.sin().sum().gradient(t)
+    (gc,) = t.cos().sum().gradient(t)
+    np.testing.assert_allclose(gs.numpy(), np.cos(x.astype(np.float64)), rtol=0, atol=tol)
+    np.testing.assert_allclose(gc.numpy(), -np.sin(x.astype(np.float64)), rtol=0, atol=4 * tol)
+
+
 REDUCE = {
     "sum": (lambda x: x.sum(1), lambda x: x.sum(1), normal),
     "sum-all": (lambda x: x.sum(), lambda x: x.sum(), normal),

@@ -64,6 +64,25 @@ def test_linear_and_conv2d():
     close(conv(Tensor(xi)), conv2d_ref(xi, conv.weight.numpy(), 2, 1, 1, 2) + conv.bias.numpy().reshape(1, -1, 1, 1))
 
 
+@pytest.mark.parametrize("kernel,dilation", [(3, 1), ((3, 2), 1), ((2, 4), 2), (1, 3)])
+def test_conv2d_same_padding_keeps_the_size(kernel, dilation):
+    conv = nn.Conv2d(4, 6, kernel, padding="same", dilation=dilation, groups=2)
+    x = arr(2, 4, 7, 6)
+    kh, kw = conv.kernel_size
+    th, tw = dilation * (kh - 1), dilation * (kw - 1)  # an odd total pads one more at the bottom/right
+    xp = np.pad(x, ((0, 0), (0, 0), (th // 2, th - th // 2), (tw // 2, tw - tw // 2)))
+    want = conv2d_ref(xp, conv.weight.numpy(), 1, 0, dilation, 2) + conv.bias.numpy().reshape(1, -1, 1, 1)
+    assert want.shape == (2, 6, 7, 6)
+    close(conv(Tensor(x)), want)
+
+
+def test_conv2d_same_padding_errors():
+    with pytest.raises(ValueError, match="stride 1, got stride=2"):
+        nn.Conv2d(4, 6, 3, stride=2, padding="same")
+    with pytest.raises(ValueError, match="'valid'"):
+        nn.Conv2d(4, 6, 3, padding="valid")
+
+
 @pytest.mark.parametrize("stride,padding,output_padding,dilation,groups",
                          [(1, 0, 0, 1, 1), (2, 1, 1, 1, 1), (3, 2, 0, 1, 2), (2, 0, 1, 2, 1)])
 def test_conv_transpose2d(stride, padding, output_padding, dilation, groups):
@@ -91,6 +110,25 @@ def test_batchnorm_in_training_and_in_evaluation():
     rm, rv = bn.running_mean.numpy(), bn.running_var.numpy()
     close(bn(Tensor(x)), (x - rm.reshape(shape)) / np.sqrt(rv.reshape(shape) + 1e-5) * bn.weight.numpy().reshape(shape)
           + bn.bias.numpy().reshape(shape))
+
+
+def test_half_precision_statistics_do_not_overflow():
+    # deviations of a few hundred: their squares pass float16's 65504, the variances do not; float16
+    # arithmetic (numpy's too) made var inf and LayerNorm 0, tinygrad and torch square in float32
+    x16 = (arr(2, 3, 4, 6) * 100).astype(np.float16)
+    x = x16.astype(np.float64)
+    np.testing.assert_allclose(Tensor(x16).var(-1).numpy(), x.var(-1, ddof=1), rtol=2e-3)
+    np.testing.assert_allclose(Tensor(x16).std((0, 2)).numpy(), x.std((0, 2), ddof=1), rtol=2e-3)
+    mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    close(nn.LayerNorm(6)(Tensor(x16)), (x - mu) / np.sqrt(var + 1e-5), tol=5e-3)
+    grouped = x.reshape(2, 3, -1)
+    gmu, gvar = grouped.mean(-1, keepdims=True), grouped.var(-1, keepdims=True)
+    close(nn.GroupNorm(3, 3)(Tensor(x16)), ((grouped - gmu) / np.sqrt(gvar + 1e-5)).reshape(x.shape), tol=5e-3)
+    rms = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+    close(nn.RMSNorm(6)(Tensor(x16)), rms, tol=5e-3)
+    bmu, bvar = x.mean((0, 2, 3), keepdims=True), x.var((0, 2, 3), keepdims=True)
+    with Context(TRAINING=1):
+        close(nn.BatchNorm2d(3)(Tensor(x16)), (x - bmu) / np.sqrt(bvar + 1e-5), tol=5e-3)
 
 
 def test_norms_and_embedding():

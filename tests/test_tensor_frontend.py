@@ -538,6 +538,48 @@ def test_division_and_result_dtypes():
     check(Tensor([1, 2]).int() + 1, [2, 3])
 
 
+def test_int_division_by_a_scalar_outside_the_dtype():
+    # the scalar divides as it is: through uint8, -1 was 255 and 300 was 44
+    u = Tensor(np.array([1, 2, 3], dtype=np.uint8))
+    np.testing.assert_allclose((u / -1).numpy(), [-1.0, -2.0, -3.0])
+    np.testing.assert_allclose((-1 / u).numpy(), [-1.0, -0.5, -1 / 3], rtol=1e-6)
+    np.testing.assert_allclose((Tensor(np.array([3], dtype=np.int8)) / 300).numpy(), [0.01], rtol=1e-6)
+    assert (u / -1).dtype == dtypes.float32
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_integer_powers_wrap_as_numpy(device):
+    # the C backend's powf kept 24 bits: 3**39 in int64 lost its low digits, 65535**2 in uint16 was 0
+    rng = np.random.default_rng(0)
+    for nd in ["int8", "uint8", "int32", "uint32", "int64", "uint64"]:
+        a = rng.integers(-5 if nd.startswith("int") else 0, 20, 12).astype(nd)
+        e = rng.integers(0, 70, 12).astype(nd)
+        np.testing.assert_array_equal((Tensor(a, device=device) ** Tensor(e, device=device)).numpy(), a ** e)
+        np.testing.assert_array_equal((3 ** Tensor(e, device=device)).numpy(), np.array(3, dtype=nd) ** e)
+    np.testing.assert_array_equal((Tensor(np.array([3], np.int64), device=device) ** 39).numpy(), [3 ** 39])
+    np.testing.assert_array_equal((Tensor(np.array([65535], np.uint16), device=device) ** 2).numpy(), [1])
+    np.testing.assert_array_equal((Tensor([5, 7], device=device) ** 0).numpy(), [1, 1])
+    # a negative power element: the real power truncated, as the float pow cast back gave
+    got = Tensor([1, -1, -1, 2], device=device) ** Tensor([-3, -3, -2, -1], device=device)
+    np.testing.assert_array_equal(got.numpy(), [1, -1, 1, 0])
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 5e-7), (np.float64, 1e-15)])
+def test_cos_and_tan_of_large_arguments(dtype, tol):
+    # cos was sin(pi/2 - x): the subtraction dropped x's low bits, so float32 cos(1e6) was 0.9396
+    # (numpy: 0.93675) and float64 cos(1e300) had the wrong sign
+    x = np.concatenate([np.linspace(-20, 20, 2001), [1e6, -3e5, 12345.678, np.pi / 2],
+                        [1e300, -1e200] if dtype == np.float64 else [1e30, -1e20]]).astype(dtype)
+    np.testing.assert_allclose(Tensor(x).cos().numpy(), np.cos(x), rtol=0, atol=tol)
+    far = np.delete(x[2001:], 3)  # not pi/2, where tan is a pole
+    np.testing.assert_allclose(Tensor(far).tan().numpy(), np.tan(far), rtol=1e-4 if dtype == np.float32 else 1e-12)
+
+
+def test_integer_to_a_negative_scalar_power_raises():
+    with pytest.raises(ValueError, match=r"int32, shape \(2,\).*\(-1\)"):
+        Tensor([2, 3]) ** -1
+
+
 # ============================================================================ reductions
 
 R = data(3, 4, 5)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from rulec.runtime.ir.dtype import dtypes
 from rulec.runtime.tensor.tensor import Tensor
 
 __all__ = ["Linear", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm2d", "LayerNorm", "GroupNorm", "Embedding",
@@ -23,6 +24,11 @@ def _pair(v: int | Sequence[int]) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
 
+def _acc(x: Tensor) -> Tensor:
+    """Half precision statistics in float32 (as torch): a square of 256 is inf in float16."""
+    return x.float() if x.dtype in (dtypes.float16, dtypes.bfloat16) else x
+
+
 class Linear:
     """y = x @ weight.T + bias, weight of shape (out_features, in_features)."""
 
@@ -35,12 +41,27 @@ class Linear:
         return x.linear(self.weight.transpose(), self.bias)
 
 
+def _same_padding(padding: str, kernel: tuple[int, int], stride: int | Sequence[int],
+                  dilation: int | Sequence[int]) -> tuple[int, int, int, int]:
+    """padding='same' as (left, right, top, bottom): the output keeps the input's size; an odd total
+    puts the extra row (column) at the bottom (right), as torch."""
+    if padding.lower() != "same":
+        raise ValueError(f"Conv2d padding {padding!r}: the only string accepted is 'same'")
+    if _pair(stride) != (1, 1):
+        raise ValueError(f"Conv2d padding='same' needs stride 1, got stride={stride}")
+    (dh, dw), (kh, kw) = _pair(dilation), kernel
+    th, tw = dh * (kh - 1), dw * (kw - 1)
+    return (tw // 2, tw - tw // 2, th // 2, th - th // 2)
+
+
 class Conv2d:
     """2-d convolution over NCHW input, weight (out, in // groups, kh, kw)."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int | Sequence[int], stride: int = 1,
-                 padding: int | Sequence[int] = 0, dilation: int = 1, groups: int = 1, bias: bool = True):
+                 padding: int | Sequence[int] | str = 0, dilation: int = 1, groups: int = 1, bias: bool = True):
         self.kernel_size = _pair(kernel_size)
+        if isinstance(padding, str):
+            padding = _same_padding(padding, self.kernel_size, stride, dilation)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         bound = 1 / math.sqrt(in_channels * self.kernel_size[0] * self.kernel_size[1] / groups)
         self.weight = uniform((out_channels, in_channels // groups, *self.kernel_size), -bound, bound)
@@ -89,9 +110,10 @@ class BatchNorm:
 
     def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
         axes = tuple(a for a in range(x.ndim) if a != 1)
-        mean = x.mean(axes)
-        var = ((x - mean.reshape(1, -1, *[1] * (x.ndim - 2))) ** 2).mean(axes)
-        return mean, var
+        xa = _acc(x)
+        mean = xa.mean(axes)
+        var = ((xa - mean.reshape(1, -1, *[1] * (x.ndim - 2))) ** 2).mean(axes)
+        return mean.cast(x.dtype), var.cast(x.dtype)
 
     def __call__(self, x: Tensor) -> Tensor:
         shape = (1, -1, *[1] * (x.ndim - 2))
@@ -159,7 +181,8 @@ class RMSNorm:
         self.weight = Tensor.ones(dim) if elementwise_affine else None
 
     def __call__(self, x: Tensor) -> Tensor:
-        y = x * ((x * x).mean(-1, keepdim=True) + self.eps).rsqrt()
+        xa = _acc(x)
+        y = (xa * ((xa * xa).mean(-1, keepdim=True) + self.eps).rsqrt()).cast(x.dtype)
         return y if self.weight is None else y * self.weight
 
 

@@ -465,9 +465,17 @@ class Tensor(MoreOps, Autograd):
 
     def div(self, x: Any, reverse: bool = False) -> Tensor:
         """True division; integer operands divide in float32 (as tinygrad)."""
+        if not _promote((self, _operand(x))).is_float:
+            # a scalar goes to float32 as it is: through the int dtype, uint8 / -1 would divide by 255
+            a, b = Tensor._operands(x, self, dtype=dtypes.default_float) if reverse else \
+                Tensor._operands(self, x, dtype=dtypes.default_float)
+            return Tensor(UOp(Ops.FDIV, a.dtype, (a.uop, b.uop)))
         return self._binary(Ops.FDIV, x, reverse, float_only=True)
 
     def pow(self, x: Any, reverse: bool = False) -> Tensor:
+        x = _operand(x)
+        if _promote((self, x)).kind in ("int", "uint"):
+            return _int_pow(self, x, reverse)
         return self._binary(Ops.POW, x, reverse)
 
     def maximum(self, x: Any) -> Tensor:
@@ -585,7 +593,10 @@ class Tensor(MoreOps, Autograd):
         return self._to_float()._unary(Ops.SIN)
 
     def cos(self) -> Tensor:
-        return (math.pi / 2 - self._to_float()).sin()
+        # 1 - 2 sin(x/2)**2, not sin(pi/2 - x): x/2 is exact, while pi/2 - x rounds away x's low bits
+        # (float32 cos(1e6) was 0.9396 for 0.9368; float64 cos(1e300) had the wrong sign)
+        s = (self._to_float() * 0.5).sin()
+        return 1 - 2 * s * s
 
     def tan(self) -> Tensor:
         return self.sin() / self.cos()
@@ -711,10 +722,12 @@ class Tensor(MoreOps, Autograd):
     def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """sum((x - mean)^2) / (n - correction), the unbiased estimate by default (as tinygrad)."""
         x = self._to_float()
-        d = x - x.mean(axis, keepdim=True)
+        # half precision squares in float32 (as tinygrad, torch): a deviation of 256 squared is inf in float16
+        xa = x.cast(_float_acc_dtype(x.dtype))
+        d = xa - xa.mean(axis, keepdim=True)
         count = self._count(axis)
         n = max(0, count - correction) if isinstance(count, int) else (count - correction).maximum(0)
-        return ((d * d).sum(axis, keepdim, dtype=_float_acc_dtype(x.dtype)) / n).cast(x.dtype)
+        return ((d * d).sum(axis, keepdim) / n).cast(x.dtype)
 
     def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         return self.var(axis, keepdim, correction).sqrt()
@@ -1203,8 +1216,10 @@ class Tensor(MoreOps, Autograd):
 
     def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
         """(x - mean) / sqrt(mean((x - mean)^2) + eps), without affine parameters."""
-        y = self._to_float() - self.mean(axis, keepdim=True)
-        return y * ((y * y).mean(axis, keepdim=True) + eps).rsqrt()
+        x = self._to_float()
+        xa = x.cast(_float_acc_dtype(x.dtype))  # half precision in float32 (as var): y * y may pass 65504
+        y = xa - xa.mean(axis, keepdim=True)
+        return (y * ((y * y).mean(axis, keepdim=True) + eps).rsqrt()).cast(x.dtype)
 
     def cumsum(self, axis: int = 0) -> Tensor:
         """Running sum along `axis`: out[j] = sum over i <= j, a masked sum with a triangular mask built
@@ -1423,6 +1438,34 @@ def _unstride(t: Tensor, bounds: list[tuple[int, int]], steps: list[int], shape:
 def _index_tensor(k: Any, size: int) -> Tensor:
     """An index tensor / list / array as an integer Tensor (bool masks would give data-dependent shapes)."""
     return tensor_args.int_index(Tensor, k, "an index tensor, list or array")
+
+
+def _int_pow(t: Tensor, x: Tensor | Scalar, reverse: bool) -> Tensor:
+    """An integer power by repeated squaring, wrapping as numpy does (a C backend's float pow would lose
+    the low bits, or overflow, past 2**24)."""
+    if not reverse and type(x) is int:
+        if x < 0:
+            raise ValueError(f"Tensor.pow: an integer tensor ({t.dtype.name}, shape {t.shape}) to a negative "
+                             f"integer power ({x}) is not an integer; cast the tensor to a float first")
+        base, n = Tensor._operands(t, 1)[0], x  # the exponent as given, not wrapped to the dtype
+        out = None
+        while n:
+            if n & 1:
+                out = base if out is None else out * base
+            n >>= 1
+            if n:
+                base = base * base
+        return out if out is not None else base.ones_like()
+    base, exp = Tensor._operands(x, t) if reverse else Tensor._operands(t, x)
+    out, e, b = _weak(1, base.dtype)._broadcast_to(base.shape), exp, base
+    for _ in range(8 * exp.dtype.itemsize):  # every bit of the exponent
+        out = e._binary(Ops.AND, 1).cast(dtypes.bool).where(out * b, out)
+        b, e = b * b, e._binary(Ops.SHR, 1)
+    if exp.dtype.kind == "int":  # a negative power: the real power truncated (1, -1, or 0)
+        odd = exp._binary(Ops.AND, 1).cast(dtypes.bool)
+        neg = (base == 1).where(1, (base == -1).where(odd.where(-1, 1), 0)).cast(base.dtype)
+        out = (exp < 0).where(neg, out)
+    return out
 
 
 def _weak(value: Scalar, dtype: DType) -> Tensor:
