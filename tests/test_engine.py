@@ -271,3 +271,32 @@ def test_a_matcher_from_entries_alone_runs_them_in_order():
     assert graph_rewrite(x + y, m) is -x
     assert [name for name, op in calls if op is Ops.ADD] == ["declines", "negates"]
     assert ("negates", Ops.DEFINE_VAR) in calls  # the wildcard root runs on every op
+
+
+@pytest.mark.parametrize("bottom_up", [False, True])
+def test_subgraphs_no_rule_is_rooted_in_are_taken_whole(rules, bottom_up):
+    rs = rules.load("""
+        count:
+          rules:
+            - name: count-adds
+              match: a@(ADD _ _)
+              call: counting_callbacks:count
+        callbacks: [counting_callbacks]
+    """)
+    import counting_callbacks
+
+    counting_callbacks.SEEN.clear()
+    muls = x * y
+    for i in range(50):  # no ADD at or below: nothing can fire there
+        muls = muls * (i + 2)
+    inner_add = x + y
+    root = UOp.sink(muls, inner_add * 3)
+    from rulec.runtime.engine.rewrite import _Rewriter
+
+    rw = _Rewriter(rs.matcher, None, bottom_up, None)
+    assert rw.run(root) is root
+    assert counting_callbacks.SEEN == [inner_add]  # the ADD below a MUL is still reached
+    assert muls in rw.replace and muls.src[0] not in rw.replace  # the MUL chain was not walked
+    # graph_rewrite_map still maps every node
+    m = graph_rewrite_map(root, rs.matcher, bottom_up=bottom_up)
+    assert all(m[u] is u for u in root.toposort())

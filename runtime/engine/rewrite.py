@@ -15,7 +15,7 @@ from typing import Any, Callable, Protocol
 from rulec.runtime.engine.genlib import FACT_RECORDED
 from rulec.runtime.engine.matcher import Matcher, RuleFailed, RuleInfo, rule_error
 from rulec.runtime.engine.trace import active_trace
-from rulec.runtime.ir.uop import UOp
+from rulec.runtime.ir.uop import UOp, op_mask
 
 
 class RewriteNotReady(Exception):
@@ -47,6 +47,9 @@ class _Rewriter:
         self.matcher = _as_matcher(rules)
         self.dispatch = self.matcher.dispatch
         self.fast = self.matcher.fast
+        # the ops some rule is rooted at: a node with none of them at or below it is final as it is, so the
+        # walk takes it whole without visiting its sources (most of a graph, for a stage of a few rules)
+        self.rooted = op_mask(*self.fast)
         self.ctx = ctx
         self.bottom_up = bottom_up
         self.name = name or self.matcher.name
@@ -239,6 +242,7 @@ class _Rewriter:
         # bound once: this loop runs for every node of every stage
         push, pop, apply, fixpoint = stack.append, stack.pop, self.apply, self.fixpoint
         final, unmark = replace.__getitem__, active.discard
+        rooted = self.rooted
         finished = stalled = 0
 
         def finish(n: UOp, result: UOp) -> None:
@@ -311,6 +315,10 @@ class _Rewriter:
                 else:
                     n = cur = top
                     if n in replace or n in active:
+                        continue
+                    if not n._mask & rooted:
+                        finished += 1
+                        finish(n, n)
                         continue
                     active.add(n)
                     if bottom_up:
@@ -391,6 +399,7 @@ def graph_rewrite_map(sink: UOp, rules: Matcher | HasMatcher, ctx: Any = None, b
                       name: str | None = None) -> dict[UOp, UOp]:
     """Like graph_rewrite, but return the map from every original node to its rewritten form."""
     rw = _Rewriter(rules, ctx, bottom_up, name)
+    rw.rooted = -1  # visit every node, even where no rule can fire, so that each has its entry
     rw.run(sink)
     return {u: rw.replace[u] for u in sink.toposort() if u in rw.replace}
 
