@@ -24,7 +24,6 @@ from budget import SEARCH, examples
 
 from rulec import Tensor
 from rulec.runtime.schedule import kernel_bounds
-from rulec.runtime.schedule.callbacks.assign import AssignCycleError
 from rulec.runtime.ir.dtype import dtypes
 from rulec.runtime.schedule.kernel_check import UnsafeKernelError, check_kernel
 from rulec.runtime.ir.ops import Ops
@@ -162,14 +161,16 @@ def test_a_reader_of_an_assign_runs_before_the_next_assign_to_its_buffer():
         np.testing.assert_array_equal(b.numpy(), (np.arange(4) + 1) * 2)
 
 
-def test_one_kernel_reading_two_assigns_to_a_buffer_is_a_cycle_error():
-    # both would be one DEFINE_GLOBAL: the kernel once read b * 2 for r's b + 1 too
+def test_one_kernel_reading_two_assigns_to_a_buffer_is_split():
+    # both would be one DEFINE_GLOBAL (the kernel once read b * 2 for r's b + 1 too): r, which reads the
+    # first version, gets a kernel of its own, run before the second assign (tinygrad 0.14: 11, 22, ..)
     b = Tensor(np.arange(4, dtype=np.float32)).realize()
     b.assign(b + 1)
     r = b * 10
     b.assign(b * 2)
-    with pytest.raises(AssignCycleError, match="two assigns"):
-        (r + b).numpy()
+    out = r + b
+    assert len(Tensor.schedule(out)) == 4  # tinygrad 0.14: 3
+    np.testing.assert_array_equal(out.numpy(), [12, 24, 36, 48])
 
 
 def test_a_contiguous_copy_of_old_contents_is_taken_before_the_assign():
@@ -179,13 +180,13 @@ def test_a_contiguous_copy_of_old_contents_is_taken_before_the_assign():
     np.testing.assert_array_equal((a + times_a).numpy(), [5, 5, 5, 5])
 
 
-def test_one_kernel_reading_old_and_new_contents_is_a_cycle_error():
-    # the same program without contiguous: one kernel would read `a` before and after the assign
+def test_one_kernel_reading_old_and_new_contents_is_split():
+    # the same program without contiguous: one kernel would read `a` before and after the assign, so
+    # the old read gets a kernel of its own, run before the assign (tinygrad 0.14: a cycle error)
     a = Tensor.ones(4).contiguous().realize()
     times_a = a * 3
     a.assign(Tensor.full((4,), 2.0).contiguous())
-    with pytest.raises(AssignCycleError, match="cycle"):
-        (a + times_a).numpy()
+    np.testing.assert_array_equal((a + times_a).numpy(), [5, 5, 5, 5])
 
 
 def test_assigns_that_swap_copy_their_values_first():

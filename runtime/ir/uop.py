@@ -323,8 +323,12 @@ class UOp:
     def __rshift__(self, o: Any) -> UOp: return self.alu(Ops.SHR, o)
 
     def __bool__(self) -> bool:
-        # `a < b` builds a node; using it as a Python bool is a bug
-        raise TypeError("a UOp has no truth value; compare with `is`, or evaluate it")
+        # `a < b` builds a node. A comparison whose bounds decide it (`start_pos > 0` for a variable bound
+        # to 1..8, as tinygrad's kv-cache code writes) is that bool; anything else has no truth value
+        if self.dtype is dtypes.bool and (b := self._range_bounds())[0] == b[1] and isinstance(b[0], bool):
+            return b[0]
+        raise TypeError(f"a UOp has no truth value (here {self.op.name}, not decided by its bounds); "
+                        f"compare with `is`, or evaluate it")
 
     # ---------------------------------------------------------------- printing
 

@@ -5,7 +5,8 @@ The numpy interpreter evaluates every load before any store lands, so a kernel t
 one on any backend that runs its lanes element by element or in parallel. The rule checked here
 is the one a backend can rely on: every LOAD from a buffer the kernel also STOREs to uses the
 same index expression as the store (validity gates aside: a gated lane reads or writes the same
-address or nothing; where the expressions differ, the addresses are compared lane by lane), and no
+address or nothing; where the expressions differ, the addresses are compared lane by lane, on the
+lanes where the load's value is used: a lane that a WHERE sends the other way throws it away), and no
 buffer is bound to two of a kernel's DEFINE_GLOBALs. Every LOAD and STORE index must also be inside
 its buffer on the lanes its gate lets through (runtime/schedule/kernel_bounds.py).
 
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rulec.runtime.schedule.kernel_bounds import evaluate_lanes, gate_and_address, out_of_bounds
+from rulec.runtime.ir.dtype import dtypes
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.uop import UOp
 
@@ -51,6 +53,7 @@ def unsafe_reads(ast: UOp) -> list[str]:
         if (g := _global_of(st.src[0])) is not None:
             written.setdefault(g, set()).add(_address(st.src[0]))
     problems: list[str] = []
+    used_under: dict[UOp, list[UOp | None]] | None = None
     for u in ast.parents:  # the cached walk, not a copy of it: a LOAD is never the AST's root
         if u.op is not Ops.LOAD or u.src[0].op is not Ops.INDEX:
             continue
@@ -59,6 +62,9 @@ def unsafe_reads(ast: UOp) -> list[str]:
             continue
         read = _address(u.src[0])
         others = [w for w in written[g] if w != read and not _same_on_every_lane(u.src[0], w)]
+        if others:
+            used_under = _used_under(stores) if used_under is None else used_under
+            others = [w for w in others if not _same_where_used(u.src[0], w, used_under.get(u, [None]))]
         for w in others:
             problems.append(f"buf{g.arg} is read at [{', '.join(map(_text, read))}] "
                             f"and written at [{', '.join(map(_text, w))}]")
@@ -76,6 +82,45 @@ def _same_on_every_lane(index: UOp, written: tuple[UOp, ...]) -> bool:
         return False
     shape = np.broadcast_shapes(*(np.shape(v) for v in vals.values()))
     keep, addr = gate_and_address(index.src[1], vals, shape)
+    return bool(np.all(addr[keep] == np.broadcast_to(vals[written[0]], shape)[keep]))
+
+
+def _used_under(stores: list[UOp]) -> dict[UOp, list[UOp | None]]:
+    """For each LOAD, the conditions on the lanes where its value can reach a store: under the true side
+    of WHERE(c, a, b) only lanes where c holds use `a` (None: every lane). A load whose value a lane
+    throws away may read anything there, a place another lane writes included."""
+    out: dict[UOp, list[UOp | None]] = {}
+    seen: set[tuple[UOp, UOp | None]] = set()
+    todo: list[tuple[UOp, UOp | None]] = [(st.src[1], None) for st in stores if len(st.src) > 1]
+    while todo:
+        u, cond = todo.pop()
+        if (u, cond) in seen:
+            continue
+        seen.add((u, cond))
+        if u.op is Ops.LOAD:
+            out.setdefault(u, []).append(cond)
+        if u.op is Ops.WHERE and u.dtype is not dtypes.index:
+            c = u.src[0]
+            todo += [(c, cond), (u.src[1], c if cond is None else cond & c), (u.src[2], cond)]
+        else:
+            todo += [(x, cond) for x in u.src]
+    return out
+
+
+def _same_where_used(index: UOp, written: tuple[UOp, ...], conds: list[UOp | None]) -> bool:
+    """Whether a load's address equals the stored address on every lane where its value is used (its
+    gate and one of `conds` hold), decided exactly over the loop nest like `_same_on_every_lane`."""
+    if None in conds or len(index.src) != 2 or len(written) != 1:
+        return False
+    vals = evaluate_lanes([index.src[1], written[0], *conds])
+    if isinstance(vals, str):
+        return False
+    shape = np.broadcast_shapes(*(np.shape(v) for v in vals.values()))
+    keep, addr = gate_and_address(index.src[1], vals, shape)
+    used = np.zeros(shape, dtype=bool)
+    for c in conds:
+        used |= np.broadcast_to(vals[c] != 0, shape)
+    keep &= used
     return bool(np.all(addr[keep] == np.broadcast_to(vals[written[0]], shape)[keep]))
 
 

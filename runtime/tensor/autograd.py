@@ -18,7 +18,7 @@ from rulec.runtime.engine.artifacts import shipped_ruleset
 from rulec.runtime.engine.rewrite import graph_rewrite
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.uop import UOp
-from rulec.runtime.tensor.live import all_tensors
+from rulec.runtime.tensor.live import all_tensors, made_from
 
 if TYPE_CHECKING:
     from rulec.runtime.tensor.tensor import Tensor
@@ -130,7 +130,13 @@ class Autograd:
     def detach(self) -> Tensor:
         """The same values, with no gradient flowing back through them."""
         me: Any = self
-        return type(me)(UOp(Ops.DETACH, me.dtype, (me.uop,)))
+        return made_from(type(me)(UOp(Ops.DETACH, me.dtype, (me.uop,))), me)
+
+    def contiguous_backward(self) -> Tensor:
+        """The same values; the gradient that flows back through it is stored to a buffer first (as
+        tinygrad: the backward pass gets a kernel boundary there)."""
+        me: Any = self
+        return type(me)(UOp(Ops.CONTIGUOUS_BACKWARD, me.dtype, (me.uop,)))
 
     def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
         """d self / d target for each target, as new lazy tensors (nothing is stored); zeros for a target

@@ -15,3 +15,11 @@ all_tensors: weakref.WeakSet[Any] = weakref.WeakSet()
 def is_virtual(uop: UOp) -> bool:
     """True when the graph reads no buffer and no user-made constant: it has no device to live on."""
     return not any(u.op is Ops.BUFFER or (u.op is Ops.CONST and u.src) for u in uop.toposort())
+
+
+def made_from(view: Any, source: Any) -> Any:
+    """Record that the tensor `view` (a movement op, bitcast or detach of `source`) was made from `source`
+    (held, as numpy's views hold their base: the views in between are often temporaries, `t.T[1]`), so an
+    assign to a view of a computed value reaches the tensors it views (Tensor.assign)."""
+    view._made_from = source
+    return view

@@ -164,5 +164,6 @@ def to_numpy(t: Tensor) -> np.ndarray:
     return evaluate(t.uop)
 
 
+# (DETACH and CONTIGUOUS_BACKWARD only steer gradients: over a buffer they are its values)
 _VIEW_OPS = {Ops.BUFFER, Ops.UNIQUE, Ops.DEVICE, Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.RESHAPE, Ops.EXPAND,
-             Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP, Ops.MULTI, Ops.MSTACK}
+             Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP, Ops.MULTI, Ops.MSTACK, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD}

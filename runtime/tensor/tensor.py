@@ -44,7 +44,7 @@ from rulec.runtime.tensor import tensor_args
 from rulec.runtime.tensor.tensor_args import to_dtype
 from rulec.runtime.device import Device
 from rulec.runtime.tensor.autograd import Autograd
-from rulec.runtime.tensor.live import all_tensors, graph_devices, is_virtual
+from rulec.runtime.tensor.live import all_tensors, graph_devices, is_virtual, made_from
 from rulec.runtime.tensor.tensor_more import MoreOps
 from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.engine.helpers import identity_element
@@ -186,7 +186,9 @@ def _multi_module() -> Any:
 class Tensor(MoreOps, Autograd):
     """A lazy tensor: `self.uop` is the tensor-level graph that computes it."""
 
-    __slots__ = ("uop", "__weakref__")
+    # _made_from: the tensor a view was made from, so that an assign to a view of a computed value
+    # reaches the tensors it views (see `assign`)
+    __slots__ = ("uop", "_made_from", "__weakref__")
     __array_ufunc__ = None  # `ndarray + Tensor` must defer to Tensor.__radd__, not loop in numpy
     _seed: int = 0
     _rng_counter: int = 0
@@ -395,7 +397,7 @@ class Tensor(MoreOps, Autograd):
     # ------------------------------------------------------------------ graph building helpers
 
     def _mop(self, op: Ops, arg: Any) -> Tensor:
-        return Tensor(UOp(op, self.dtype, (self.uop,), arg))
+        return made_from(Tensor(UOp(op, self.dtype, (self.uop,), arg)), self)
 
     def _unary(self, op: Ops) -> Tensor:
         return Tensor(UOp(op, self.dtype, (self.uop,)))
@@ -1033,11 +1035,15 @@ class Tensor(MoreOps, Autograd):
         Python data (converted to self's dtype), broadcast to the indexed shape; where tensor indices
         repeat a place, the last write wins (an out-of-range index writes nothing, as tinygrad). A tensor
         with storage (realized, or a view of realized data) is assigned the updated value; a computed one
-        has no buffer to write, so it becomes the updated value (tinygrad 0.14 does the same)."""
+        has no buffer to write, so it becomes the updated value (tinygrad 0.14 does the same), and so do
+        the computed tensors it is a view of (numpy's; tinygrad 0.14 leaves those)."""
         items = self._expand_key(key)
         target = self[key]  # the indexed shape; bad keys raise here
         merged = self._merged_at(items, self._setitem_value(value, target.shape))
         if _view_of_storage(self.uop)[0] is None:
+            if not isinstance(self.device, tuple):  # the tensors self is a view of see the write too
+                for src, value in _views_of_computed(self, merged.uop):
+                    src.uop = value
             self.uop = merged.uop
         else:
             self.assign(merged)
@@ -1353,18 +1359,31 @@ class Tensor(MoreOps, Autograd):
         return own_buffer(self)
 
     def assign(self, x: Any) -> Tensor:
-        """Make self's buffer take the value `x` when realized: self.uop becomes ASSIGN(self.uop, x)."""
+        """Make self's buffer take the value `x` when realized: self.uop becomes ASSIGN(self.uop, x). A value
+        of another shape is broadcast to self's (numpy's rules; an error where they don't allow it)."""
         if not isinstance(x, Tensor):
             x = Tensor.full(self.shape, x, self.dtype) if isinstance(x, (bool, int, float)) else Tensor(x, dtype=self.dtype)
         if isinstance(self.device, tuple) and isinstance(x.device, str):
             x = _multi_module().like(x, self)  # a plain value is laid out as the multi-device target
-        if x.shape != self.shape:
-            raise ValueError(f"cannot assign a tensor of shape {x.shape} to one of shape {self.shape}")
+        if x.shape != self.shape:  # broadcast to the target (as tinygrad 0.14), never shrunk or reduced
+            try:
+                x = x._broadcast_to(self.shape)
+            except ValueError:
+                raise ValueError(f"cannot assign a tensor of shape {x.shape} to one of shape {self.shape}") from None
         if x.dtype != self.dtype:
             raise ValueError(f"cannot assign a {x.dtype.name} tensor to a {self.dtype.name} tensor")
         _same_device((self, x))
         base, chain = _view_of_storage(self.uop)
-        if base is None or not chain:
+        if base is None and (own := _view_of_own_buffer(self.uop)) is not None:
+            _assign_into_pending_buffer(*own, x.uop)
+            return self
+        if base is None and not isinstance(self.device, tuple):
+            # no storage: each tensor this view was made from becomes its value with the view's part replaced
+            # (numpy's result; tinygrad 0.14 gives it where that tensor has a buffer, else drops the write)
+            for src, merged in _views_of_computed(self, x.uop):
+                src.uop = merged
+        # (a detached tensor reads the same storage: an assign to it writes that storage, for every reader)
+        if base is None or not (chain or self.uop.op is Ops.DETACH):
             a = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
             if a._mask & MULTI_MASK:
                 layout(a)  # the value must be laid out as the target
@@ -1509,9 +1528,13 @@ def _replace_outside_assigns(root: UOp, old: UOp, new: UOp) -> UOp:
 
 def _view_of_storage(u: UOp) -> tuple[UOp | None, list[UOp]]:
     """The storage a view reads (a realized `BUFFER.reshape`, a bare BUFFER or a pending ASSIGN to one)
-    and the movement ops over it, outermost first; (None, []) when `u` is a computed value."""
+    and the movement ops over it, outermost first; (None, []) when `u` is a computed value. A DETACH
+    reads the same storage (it only stops gradients): it is no step of the chain."""
     chain: list[UOp] = []
     while not (u.op in (Ops.BUFFER, Ops.ASSIGN) or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)):
+        if u.op is Ops.DETACH:
+            u = u.src[0]
+            continue
         # a bitcast (dtypes of one size) reads the same bytes: a view that an assign writes through
         if u.op not in _MOVEMENT and u.op is not Ops.BITCAST:
             return None, []
@@ -1521,6 +1544,50 @@ def _view_of_storage(u: UOp) -> tuple[UOp | None, list[UOp]]:
             chain.append(u)
         u = u.src[0]
     return u, chain
+
+
+def _view_of_own_buffer(u: UOp) -> tuple[UOp, list[UOp]] | None:
+    """A view (movement ops, bitcasts, detaches) of a pending `contiguous()` that has a buffer of its own
+    (a CONTIGUOUS with a unique id, not yet realized): that node and the chain over it, outermost first.
+    None for anything else, a bare one included (an assign to all of it is an ordinary assign)."""
+    chain: list[UOp] = []
+    while u.op in _MOVEMENT or u.op in (Ops.BITCAST, Ops.DETACH):
+        if u.op is not Ops.DETACH and not (u.op is Ops.RESHAPE and tuple(u.arg) == tuple(u.src[0].shape)):
+            chain.append(u)
+        u = u.src[0]
+    return (u, chain) if chain and u.op is Ops.CONTIGUOUS and u.arg is not None else None
+
+
+def _views_of_computed(t: Tensor, value: UOp) -> list[tuple[Tensor, UOp]]:
+    """For an assign of `value` to a view with no storage below: each tensor it was made from, nearest
+    first, with its value after the write (its own value, the view's part replaced). The walk stops at a
+    tensor that was changed since (realized, assigned), at one on several devices, and below an expand
+    (one element of the tensor under it is several of the view's: that tensor keeps its value)."""
+    out: list[tuple[Tensor, UOp]] = []
+    chain: list[UOp] = []
+    cur = t
+    while (src := getattr(cur, "_made_from", None)) is not None and not isinstance(src.device, tuple):
+        u = cur.uop
+        while u is not src.uop and (u.op in _MOVEMENT or u.op in (Ops.BITCAST, Ops.DETACH)):
+            if u.op is not Ops.DETACH and not (u.op is Ops.RESHAPE and tuple(u.arg) == tuple(u.src[0].shape)):
+                chain.append(u)
+            u = u.src[0]
+        if u is not src.uop or any(op.op is Ops.EXPAND and tuple(op.shape) != tuple(op.src[0].shape) for op in chain):
+            break
+        if chain:
+            out.append((src, _value_in_base(src.uop, chain, value)))
+        cur = src
+    return out
+
+
+def _assign_into_pending_buffer(own: UOp, chain: list[UOp], value: UOp) -> None:
+    """An assign to a view of a pending own buffer: the buffer is to hold its value with the view's part
+    replaced, so every live tensor that reads it reads a new own buffer of that merged value (one
+    kernel; a value that reads the old contents keeps the old one as a buffer of its own)."""
+    merged = _value_in_base(own.src[0], chain, value)
+    new = UOp(Ops.CONTIGUOUS, own.dtype, (merged,), buffers.unique_id())
+    for t in list(all_tensors):
+        t.uop = _replace_outside_assigns(t.uop, own, new)
 
 
 def own_buffer(t: Tensor) -> Tensor:

@@ -244,6 +244,8 @@ def int_index(T: type, idx: Any, what: str) -> Tensor:
             raise TypeError(f"{what} must hold integers, got {arr.dtype} of shape {arr.shape}")
         fits = arr.dtype.itemsize <= 4 or (arr.size and abs(arr).max() < 2 ** 31)
         idx = T(arr.astype(np.int32) if fits else arr)
+    if idx.dtype.kind == "index":  # a bound variable as a tensor (`Tensor(v.bind(3))`): its int32 value
+        idx = idx.cast(dtypes.int32)
     if idx.dtype.kind not in ("int", "uint"):
         mask = "; bool masks are not supported (their result shape depends on the data)" \
             if idx.dtype.kind == "bool" else ""

@@ -20,6 +20,7 @@ import numpy as np
 
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.tensor import tensor_args
+from rulec.runtime.tensor.live import made_from
 from rulec.runtime.tensor.tensor_extra import ExtraOps
 
 if TYPE_CHECKING:
@@ -181,7 +182,7 @@ class MoreOps(ExtraOps):
         dt = _to_dtype(dtype)
         if dt is None or dt.itemsize != self.dtype.itemsize:
             raise ValueError(f"bitcast from {self.dtype.name} to {getattr(dt, 'name', dt)} needs dtypes of one size")
-        return self if dt == self.dtype else type(self)(UOp(Ops.BITCAST, dt, (self.uop,)))
+        return self if dt == self.dtype else made_from(type(self)(UOp(Ops.BITCAST, dt, (self.uop,))), self)
 
     # ------------------------------------------------------------------ reductions
 
@@ -698,8 +699,10 @@ class MoreOps(ExtraOps):
         return list(self.split(math.ceil(n / chunks) if n else 1, d)) if n else [self] * chunks
 
     def clone(self: Tensor, device: str | None = None) -> Tensor:
-        """A copy in a buffer of its own (assigning to it leaves self unchanged): a COPY onto the device,
-        as tinygrad (`contiguous()` of a stored buffer may be that buffer itself)."""
+        """A copy in a buffer of its own, as tinygrad: a fresh buffer assigned self's value (one kernel), so
+        assigning to it, or to a view of it, writes that buffer and leaves self unchanged. A value with no
+        device (an arange) gets a buffer on `device` or the default one; a clone onto another device is a
+        COPY there."""
         from rulec.runtime.ir.ops import Ops
         from rulec.runtime.ir.uop import UOp
 
@@ -707,9 +710,13 @@ class MoreOps(ExtraOps):
 
         T = type(self)
         dev = Device.canonicalize(device) if device is not None else self.device
-        if self.device is None:  # nothing stored to share: a new buffer holds the computed value
+        # (several devices, or a symbolic size: no single plain buffer to make)
+        plain = not isinstance(self.device, tuple) and all(isinstance(n, int) for n in self.shape)
+        if self.device is None and not plain:
             return self.contiguous().to(dev) if device is not None else self.contiguous()
-        return T(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, arg=dev))))
+        if not plain or (self.device is not None and dev != self.device):
+            return T(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, arg=dev))))
+        return T.empty(*self.shape, dtype=self.dtype, device=dev).assign(self)
 
     def shrink_to(self: Tensor, shape: Any, *args: Any) -> Tensor:
         """Keep the first `shape[i]` of each axis (None keeps an axis)."""

@@ -75,6 +75,12 @@ same((0.5 < xp).where(1.0, 0.0), (0.5 < Ap).astype(np.float32))
 same(x.pad(((0, 0), (0, 6)))[:, 6:] + 1, np.ones((4, 6)))
 same((xp * 2).max(1), (Ap * 2).max(1))
 same(x.contiguous().contiguous() + Tensor.full((4, 6), 2.0).contiguous(), A + 2)
+# a buffer assigned what an assign through contiguous() (the buffer itself) wrote: one kernel
+d = realized(A.copy())
+d_alias = d.contiguous()
+d_alias.assign(realized(A * 5))
+assert len(Tensor.schedule(d.assign(d_alias))) == 1
+same(d, A * 5)
 # a contiguous value is stored once; assigning a buffer its own value is free
 b = realized(A.copy())
 same((b * 2).contiguous().contiguous(), A * 2)

@@ -91,6 +91,69 @@ def break_assign_swaps(s: UOp) -> UOp:
                     if x in copied else None)
 
 
+# nodes whose consumers read a stored value, not the ops below it: a kernel boundary for the reads
+_STORED = GroupOp.AlwaysContiguous - {Ops.BUFFER}
+
+
+def realize_old_reads(s: UOp) -> UOp:
+    """A value that reads one version of a buffer (its contents before the schedule, or what one assign
+    wrote) and, through another source, a later one (`z = y + old_x` after `x.assign(..)` and
+    `y.assign(y + x)`; `b * 10` read between two assigns to b, added to b) can't be one kernel: it would
+    run both before and after the later assign. Each source that reads only the earlier version is
+    computed into a fresh buffer first (a CONTIGUOUS), which assign ordering runs before the later
+    assign. Values without such a mix are left as they are."""
+    reads: dict[UOp, frozenset[UOp]] = {}  # the versions (BUFFER, ASSIGN) a node's kernel reads
+    below: dict[UOp, frozenset[UOp]] = {}  # the assigns at or below a node (any kernel)
+    done: dict[UOp, UOp] = {}
+    for u in s.toposort():
+        src = tuple(done[x] for x in u.src)
+        if u.op not in _STORED and u.op not in (Ops.BUFFER, Ops.SINK):  # (a SINK is no kernel)
+            src = _copy_earlier_version_sources(src, reads, below)
+        nu = u if src == u.src else u.replace(src=src)
+        done[u] = nu
+        is_assign = nu.op is Ops.ASSIGN and buffer_under(nu.src[0]) is not None
+        below[nu] = _union([frozenset((nu,)) if is_assign else frozenset(), *(below[x] for x in src)])
+        reads[nu] = frozenset((nu,)) if nu.op is Ops.BUFFER or is_assign else frozenset() if nu.op in _STORED \
+            else _union([reads[x] for x in src])
+    return done[s]
+
+
+def _union(sets: list[frozenset[UOp]]) -> frozenset[UOp]:
+    """The union, sharing the one set when only one is not empty (most nodes: big graphs stay cheap)."""
+    some = [x for x in sets if x]
+    if len(some) <= 1:
+        return some[0] if some else frozenset()
+    return frozenset().union(*some)
+
+
+def _later(a: UOp, version: UOp) -> bool:
+    """Whether the assign `a` writes the buffer of `version` after it: any assign is after the contents
+    from before the schedule; an assign is after another one to that buffer that it reads or overwrites."""
+    buf = buffer_under(version) if version.op is Ops.ASSIGN else version
+    return a is not version and buffer_under(a.src[0]) is buf and (version.op is Ops.BUFFER or version in a.parents)
+
+
+def _copy_earlier_version_sources(src: tuple[UOp, ...], reads: dict[UOp, frozenset[UOp]],
+                                  below: dict[UOp, frozenset[UOp]]) -> tuple[UOp, ...]:
+    """`src` with each source that reads a version of a buffer that another source reads a later version
+    of (or depends on a later assign to it) wrapped in a CONTIGUOUS (its sets recorded)."""
+    read_here = _union([reads[x] for x in src])
+    assigns_here = _union([below[x] for x in src])
+    if len(read_here) < 1 or len(assigns_here) < 1:
+        return src
+    stale = frozenset(v for v in read_here if any(_later(a, v) for a in assigns_here))
+    if not stale:
+        return src
+    out = []
+    for x in src:
+        mine = reads[x] & stale
+        if mine and not any(_later(a, v) for a in below[x] for v in mine):
+            x = UOp(Ops.CONTIGUOUS, x.dtype, (x,))
+            reads[x], below[x] = frozenset(), below[x.src[0]]
+        out.append(x)
+    return tuple(out)
+
+
 def _on_cycles(edges: list[set[int]]) -> set[int]:
     """The nodes that lie on a cycle of the graph `edges` (i -> every j in edges[i])."""
     on: set[int] = set()
