@@ -79,8 +79,7 @@ def infer_shape(u: UOp) -> tuple | None:
         inner = u.src[0].shape
         return None if inner is None else tuple(s + b + a for s, (b, a) in zip(inner, u.arg))
     if op is Ops.SHRINK:
-        # a symbolic end with start 0 is the size itself, not a SUB node
-        return tuple(e if isinstance(b, int) and b == 0 else e - b for b, e in u.arg)
+        return tuple(shrink_span(b, e) for b, e in u.arg)
     if op is Ops.FLIP:
         return u.src[0].shape
     if op is Ops.MSELECT:
@@ -101,6 +100,16 @@ def infer_shape(u: UOp) -> tuple | None:
                 best = sh
         return best
     return None
+
+
+def shrink_span(start: Any, end: Any) -> Any:
+    """The size of [start, end): an int when it does not depend on a variable's value (`(v, v + 2)` is 2
+    long), the end itself for a start of 0, else the SUB of the two."""
+    if isinstance(start, int) and start == 0:
+        return end
+    if not isinstance(end, int) and end.op is Ops.ADD and end.src[0] is start and end.src[1].op is Ops.CONST:
+        return end.src[1].arg
+    return end - start
 
 
 def open_ranges(u: UOp) -> tuple[UOp, ...]:

@@ -444,6 +444,15 @@ def reads(value: UOp, buf: UOp | None) -> bool:
     return buf is not None and value.reaches(buf)
 
 
+def splat_of(u: UOp) -> Any:
+    """The value of `u` when every element of it is one Python-scalar constant (a CONST without a DEVICE,
+    seen through movement ops other than PAD, whose padding holds zeros); None otherwise. A constant with
+    a DEVICE is not one: an identity that drops it would drop the device of the result."""
+    while u.op in GroupOp.Movement and u.op is not Ops.PAD:
+        u = u.src[0]
+    return u.arg if u.op is Ops.CONST and not u.src else None
+
+
 def same_but_tags(a: UOp, b: UOp) -> bool:
     """Whether `a` and `b` are the same node but for their tags (the tensors numbered onto them)."""
     return a.replace(tag=None) is b.replace(tag=None)
@@ -514,7 +523,7 @@ SCHEDULE_HELPERS = {
     "axes_to_end": axes_to_end, "independent_of": independent_of, "affine_in": affine_in,
     "sum_commutes_with_cast": sum_commutes_with_cast, "used_or_longer_ranges": used_or_longer_ranges,
     "reads_target_elsewhere": reads_target_elsewhere, "buffer_under": buffer_under,
-    "same_but_tags": same_but_tags, "reads": reads,
+    "same_but_tags": same_but_tags, "reads": reads, "splat_of": splat_of,
     "reshape_indices": reshape_indices, "pad_indices": pad_indices, "pad_valid": pad_valid,
     "expand_indices": expand_indices, "expand_end": expand_end, "unindexed": unindexed,
 }

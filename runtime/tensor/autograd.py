@@ -168,19 +168,22 @@ class Autograd:
         nodes = set(me.uop.toposort())
         need = [t for t in list(all_tensors) if t.uop in nodes and t.dtype.is_float and t.device is not None
                 and t.requires_grad is not False]
-        for t, g in zip(need, me.gradient(*need, gradient=gradient)):
+        for t, g in zip(need, me.gradient(*need, gradient=_root_gradient(me, gradient, on_device=True))):
             t.grad = g if t.grad is None else t.grad + g
         return me
 
 
-def _root_gradient(root: Any, gradient: Any) -> Tensor:
-    """The gradient of the root: 1 for a scalar, else the given tensor (same shape, cast to its dtype)."""
+def _root_gradient(root: Any, gradient: Any, on_device: bool = False) -> Tensor:
+    """The gradient of the root: 1 for a scalar (on the root's device when `on_device`: backward() puts
+    each .grad there), else the given tensor (same shape, cast to its dtype)."""
     if gradient is None:
         if root.shape != ():
             raise GradientError(f"backward() without a gradient needs a scalar, but the shape is {root.shape}: "
                                 f"reduce it (.sum(), .mean()) or pass gradient=")
-        if isinstance(root.device, tuple):
-            return type(root)(1.0, dtype=root.dtype)  # no device: a constant fits any layout
+        if isinstance(root.device, tuple) or not on_device:
+            # no device: a constant fits any layout, and gradient() of a value made only of constants
+            # (d sum(x) / dx) has no device and stores nothing, as tinygrad 0.14's
+            return type(root)(1.0, dtype=root.dtype)
         return type(root).full((), 1.0, dtype=root.dtype, device=root.device)
     if not isinstance(gradient, Autograd):
         raise TypeError(f"gradient must be a Tensor, not {type(gradient).__name__}")

@@ -50,7 +50,7 @@ from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.engine.helpers import identity_element
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.placement import MULTI_MASK, layout
-from rulec.runtime.ir.shape import prod
+from rulec.runtime.ir.shape import prod, shrink_span
 from rulec.runtime.ir.uop import UOp
 
 __all__ = ["Tensor", "dtypes", "least_upper_dtype"]
@@ -861,14 +861,18 @@ class Tensor(MoreOps, Autograd):
         return inside.where(padded, value)
 
     def _pad_from_edges(self, pads: tuple[tuple[int, int], ...], mode: str) -> Tensor:
-        """reflect / replicate / circular padding: pieces of the tensor itself, concatenated per axis."""
+        """reflect / replicate / circular padding: pieces of the tensor itself, concatenated per axis.
+        A negative amount crops, as tinygrad: after reflecting or replicating (they see the whole axis),
+        before wrapping around (circular wraps what is left)."""
         if mode not in ("reflect", "replicate", "circular"):
             raise ValueError(f"pad mode must be constant, reflect, replicate or circular, not {mode!r}")
-        x = self
-        for ax, (b, a) in enumerate(pads):
+        grow = tuple((max(b, 0), max(a, 0)) for b, a in pads)
+        crop = tuple((min(b, 0), min(a, 0)) for b, a in pads)
+        x = self._crop(crop, pads, mode) if mode == "circular" else self
+        for ax, (b, a) in enumerate(grow):
             n = x.shape[ax]
             limit = n - 1 if mode == "reflect" else n if mode == "circular" else None
-            if min(b, a) < 0 or (limit is not None and max(b, a) > limit):
+            if limit is not None and max(b, a) > limit:
                 raise ValueError(f"{mode} padding {pads[ax]} does not fit axis {ax} of shape {self.shape}")
             if not (b or a):
                 continue
@@ -879,7 +883,13 @@ class Tensor(MoreOps, Autograd):
             else:
                 left, right = _along(x, ax, 0, 1, repeat=max(b, 1)), _along(x, ax, n - 1, n, repeat=max(a, 1))
             x = Tensor.cat(*[t for t, k in ((left, b), (x, n), (right, a)) if k], dim=ax)
-        return x
+        return x if mode == "circular" else x._crop(crop, pads, mode)
+
+    def _crop(self, crop: tuple[tuple[int, int], ...], pads: tuple[tuple[int, int], ...], mode: str) -> Tensor:
+        """Drop -b elements before and -a after on each axis ((b, a) <= 0), for the `mode` padding `pads`."""
+        if any(n + b + a < 0 for n, (b, a) in zip(self.shape, crop)):
+            raise ValueError(f"{mode} padding {pads} crops more than the shape {self.shape} holds")
+        return self.shrink(tuple((-b, n + a) for n, (b, a) in zip(self.shape, crop)))
 
     def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
         """Keep [start, end) of each axis (None: all of it)."""
@@ -953,7 +963,7 @@ class Tensor(MoreOps, Autograd):
                 flips.append(False)
                 bounds.append((start, stop))
                 steps.append(1)
-                shape.append(stop if isinstance(start, int) and start == 0 else stop - start)
+                shape.append(shrink_span(start, stop))
                 kept.append(k)
             elif isinstance(k, slice):
                 start, stop, step = k.indices(size)
@@ -965,6 +975,14 @@ class Tensor(MoreOps, Autograd):
                 steps.append(step)
                 shape.append(n)
                 kept.append(k)
+            elif _is_variable(k):
+                # a bound variable picks one element, wherever its value puts it: a window (v, v + 1)
+                if not 0 <= k.vmin or not k.vmax < (size if isinstance(size, int) else size.vmin):
+                    raise IndexError(f"index {k.src[0].arg[0] if k.op is Ops.BIND else k.arg[0]} (from {k.vmin} to "
+                                     f"{k.vmax}) is not in range for axis {dim} of shape {self.shape} for every value")
+                flips.append(False)
+                bounds.append((k, k + 1))
+                steps.append(1)
             elif isinstance(k, (int, np.integer)) and not isinstance(size, int):
                 # a symbolic axis: an index must be in range for every value its variable can be bound to
                 i = int(k)
@@ -1071,12 +1089,15 @@ class Tensor(MoreOps, Autograd):
         """self with the places `items` index taking `v` (of the indexed shape): v and a mask of where it
         goes are moved back through the inverse of each indexing step, then one where."""
         flips, bounds, steps, shape, kept, adv = self._parse_basic(items)
+        if any(isinstance(b, UOp) or (isinstance(e, UOp) and e is not n) for (b, e), n in zip(bounds, self.shape)):
+            raise TypeError(f"setitem at a symbolic index or slice of shape {self.shape} is not supported (it would "
+                            "pad by a symbolic amount): assign through the view instead, x[v].assign(value)")
         mask: Tensor | None = None
         if adv:
             x, kept, advt = self._basic_index(items)
             v, mask = x._advanced_scatter(kept, advt, items, v)
         # drop the axes None added, put back the axes ints took (size 1)
-        ns = tuple((e - b) // st for (b, e), st in zip(bounds, steps))
+        ns = tuple(shrink_span(b, e) if st == 1 else (e - b) // st for (b, e), st in zip(bounds, steps))
         v = v.reshape(ns)
         if mask is None:
             if all(b == 0 and e == n for (b, e), n in zip(bounds, self.shape)):
@@ -1119,12 +1140,15 @@ class Tensor(MoreOps, Autograd):
         return new.permute(back), written._broadcast_to(shape).permute(back)
 
     def _expand_key(self, key: Any) -> list[Any]:
+        if isinstance(key, list) and any(k is None or k is Ellipsis or isinstance(k, (slice, Tensor)) for k in key):
+            key = tuple(key)  # a list of slices, None, ... or tensors is a tuple of indices, as in tinygrad
         key = list(key) if isinstance(key, tuple) else [key]
         for k in key:
-            ok = k is None or k is Ellipsis or isinstance(k, (slice, Tensor, list, np.ndarray)) or \
+            ok = k is None or k is Ellipsis or isinstance(k, (slice, Tensor, list, np.ndarray)) or _is_variable(k) or \
                 (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)))
             if not ok:
-                raise TypeError(f"unsupported index {k!r}: only ints, slices, ..., None and integer tensors")
+                raise TypeError(f"unsupported index {k!r}: only ints, bound variables, slices, ..., None and integer "
+                                "tensors")
         ells = [i for i, k in enumerate(key) if k is Ellipsis]  # by identity: `==` on a Tensor builds a graph
         if len(ells) > 1:
             raise IndexError("an index can only have a single ellipsis")
@@ -1452,6 +1476,11 @@ def _unstride(t: Tensor, bounds: list[tuple[int, int]], steps: list[int], shape:
         t = t.shrink(tuple((0, min(n * st, size - b)) for n, st, size, (b, _) in zip(ns, steps, shape, bounds)))
     t = t.pad(tuple((b, size - b - n) for n, size, (b, _) in zip(t.shape, shape, bounds)))
     return t.flip([i for i, f in enumerate(flips) if f]) if any(flips) else t
+
+
+def _is_variable(k: Any) -> bool:
+    """A bound (or unbound) symbolic variable, `Variable("i", 0, 9).bind(3)`, used as an integer index."""
+    return isinstance(k, UOp) and k.op in (Ops.BIND, Ops.DEFINE_VAR) and k.dtype.is_int
 
 
 def _index_tensor(k: Any, size: int) -> Tensor:

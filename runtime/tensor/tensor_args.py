@@ -21,6 +21,7 @@ import numpy as np
 from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.uop import UOp
+from rulec.runtime.ir.shape import shrink_span
 
 if TYPE_CHECKING:
     from rulec.runtime.tensor.tensor import Tensor
@@ -141,7 +142,7 @@ def shrink_bounds(arg: Any, shape: tuple) -> tuple[tuple[Any, Any], ...]:
     bad = f"bad shrink {arg!r} for shape {tuple(shape)}"
     if _is_one_value(arg):
         raise TypeError(f"{bad}: give one (start, end) pair or None per axis")
-    pairs = [None if p is None else int_tuple(p, (), f"shrink {arg!r}") for p in arg]
+    pairs = [None if p is None else _start_end(p, f"shrink {arg!r}") for p in arg]
     if any(p is not None and len(p) != 2 for p in pairs):
         raise ValueError(f"{bad}: each axis takes (start, end)")
     if len(pairs) != len(shape):
@@ -149,9 +150,25 @@ def shrink_bounds(arg: Any, shape: tuple) -> tuple[tuple[Any, Any], ...]:
     bounds = [(0, s) if p is None else p for s, p in zip(shape, pairs)]
     lo = lambda d: d.vmin if isinstance(d, UOp) else d  # noqa: E731
     hi = lambda d: d.vmax if isinstance(d, UOp) else d  # noqa: E731
-    if any(not (0 <= lo(b) and hi(b) <= lo(e) and hi(e) <= hi(s)) for s, (b, e) in zip(shape, bounds)):
+
+    def fits(s: Any, b: Any, e: Any) -> bool:
+        n = shrink_span(b, e)
+        ordered = n >= 0 if isinstance(n, int) else hi(b) <= lo(e)  # (v, v + 1): one element for every v
+        return 0 <= lo(b) and ordered and hi(e) <= hi(s)
+    if any(not fits(s, b, e) for s, (b, e) in zip(shape, bounds)):
         raise ValueError(bad)
     return tuple(bounds)
+
+
+def _start_end(pair: Any, what: str) -> tuple:
+    """A shrink's (start, end): ints or bound variables, or a start variable and an end `variable + k`
+    (a window of k elements that moves with the variable: `x[v]` is the window (v, v + 1))."""
+    if not _is_one_value(pair) and len(tuple(pair)) == 2:
+        b, e = tuple(pair)
+        if isinstance(b, UOp) and b.op in (Ops.BIND, Ops.DEFINE_VAR) and isinstance(e, UOp) and e.op is Ops.ADD \
+                and e.src[0] is b and e.src[1].op is Ops.CONST and isinstance(e.src[1].arg, int):
+            return (b, e)
+    return int_tuple(pair, (), what)
 
 
 def const_value(value: Any, dtype: DType) -> bool | int | float:
