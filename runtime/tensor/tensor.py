@@ -862,34 +862,49 @@ class Tensor(MoreOps, Autograd):
 
     def _pad_from_edges(self, pads: tuple[tuple[int, int], ...], mode: str) -> Tensor:
         """reflect / replicate / circular padding: pieces of the tensor itself, concatenated per axis.
-        A negative amount crops, as tinygrad: after reflecting or replicating (they see the whole axis),
-        before wrapping around (circular wraps what is left)."""
+        Negative amounts crop, as tinygrad orders it: reflect and replicate pad the whole tensor and then
+        crop (a crop may cut into the padding), circular crops first and wraps what is left."""
         if mode not in ("reflect", "replicate", "circular"):
             raise ValueError(f"pad mode must be constant, reflect, replicate or circular, not {mode!r}")
-        grow = tuple((max(b, 0), max(a, 0)) for b, a in pads)
-        crop = tuple((min(b, 0), min(a, 0)) for b, a in pads)
-        x = self._crop(crop, pads, mode) if mode == "circular" else self
+        crops = tuple((min(b, 0), min(a, 0)) for b, a in pads)
+        if mode != "circular":
+            grown = self._pad_from_edges_grow(pads, mode)
+            if any(n + b + a < 0 for n, (b, a) in zip(grown.shape, crops)):
+                raise ValueError(f"{mode} padding {pads} crops more than the shape {self.shape} holds")
+            return grown.pad(crops)
+        return self.pad(crops)._wrap_around(pads)
+
+    def _wrap_around(self, pads: tuple[tuple[int, int], ...]) -> Tensor:
+        """Circular padding by the positive amounts of `pads`, as a view: each padded axis repeated three
+        times, then the window [n - before, 2n + after) of it (no kernel for a stored tensor)."""
+        grow = [(max(b, 0), max(a, 0)) for b, a in pads]
         for ax, (b, a) in enumerate(grow):
+            n = self.shape[ax]
+            if (b or a) and (n == 0 or max(b, a) > n):
+                raise ValueError(f"circular padding {pads[ax]} does not fit axis {ax} of shape {self.shape}")
+        if not any(b or a for b, a in grow):
+            return self
+        reps = tuple(3 if b or a else 1 for b, a in grow)
+        return self.repeat(reps).shrink(tuple((n - b, 2 * n + a) if r == 3 else None
+                                              for n, (b, a), r in zip(self.shape, grow, reps)))
+
+    def _pad_from_edges_grow(self, pads: tuple[tuple[int, int], ...], mode: str) -> Tensor:
+        """The positive amounts of `pads` in reflect or replicate mode (the negative ones are the caller's
+        crops)."""
+        x = self
+        for ax, (b, a) in enumerate((max(b, 0), max(a, 0)) for b, a in pads):
             n = x.shape[ax]
-            limit = n - 1 if mode == "reflect" else n if mode == "circular" else None
-            if limit is not None and max(b, a) > limit:
+            too_far = max(b, a) > (n - 1 if mode == "reflect" else math.inf)
+            if (b or a) and (n == 0 or too_far):  # nothing to copy from, or a copy past the other edge
                 raise ValueError(f"{mode} padding {pads[ax]} does not fit axis {ax} of shape {self.shape}")
             if not (b or a):
                 continue
             if mode == "reflect":
                 left, right = _along(x, ax, 1, b + 1).flip(ax), _along(x, ax, n - 1 - a, n - 1).flip(ax)
-            elif mode == "circular":
-                left, right = _along(x, ax, n - b, n), _along(x, ax, 0, a)
             else:
                 left, right = _along(x, ax, 0, 1, repeat=max(b, 1)), _along(x, ax, n - 1, n, repeat=max(a, 1))
             x = Tensor.cat(*[t for t, k in ((left, b), (x, n), (right, a)) if k], dim=ax)
-        return x if mode == "circular" else x._crop(crop, pads, mode)
-
-    def _crop(self, crop: tuple[tuple[int, int], ...], pads: tuple[tuple[int, int], ...], mode: str) -> Tensor:
-        """Drop -b elements before and -a after on each axis ((b, a) <= 0), for the `mode` padding `pads`."""
-        if any(n + b + a < 0 for n, (b, a) in zip(self.shape, crop)):
-            raise ValueError(f"{mode} padding {pads} crops more than the shape {self.shape} holds")
-        return self.shrink(tuple((-b, n + a) for n, (b, a) in zip(self.shape, crop)))
+        return x
 
     def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
         """Keep [start, end) of each axis (None: all of it)."""

@@ -33,6 +33,12 @@ _SCATTER_REDUCES = ("sum", "prod", "mean", "amax", "amin")
 _BITS_OF = {2: "int16", 4: "int32", 8: "int64"}
 
 
+def free_const(T: type[Tensor], value: Any, dtype: Any, shape: tuple) -> Tensor:
+    """`value` broadcast to `shape` on no device (a Python scalar's kind of constant): it takes the
+    device of the tensors it meets, where `Tensor.full` would place it on the default device."""
+    return T(value, dtype=dtype)._broadcast_to(tuple(shape))
+
+
 def _dtypes() -> Any:
     from rulec.runtime.ir.dtype import dtypes
 
@@ -372,8 +378,12 @@ class ExtraOps:
         return type(self).empty(*self.shape, dtype=_to_dtype(dtype) or self.dtype, device=device or self.device)
 
     def const_like(self: Tensor, b: Any, dtype: Any = None) -> Tensor:
-        """A constant of self's shape (and dtype, unless given)."""
-        return type(self).full(self.shape, b, dtype=_to_dtype(dtype) or self.dtype)
+        """A constant of self's shape (and dtype, unless given) on no device, as tinygrad 0.14's: it joins
+        the device of what it is combined with, so a graph of aranges and constants stays virtual."""
+        dt = _to_dtype(dtype) or self.dtype
+        if isinstance(self.device, tuple):  # laid out on the devices as self
+            return self.full_like(b, dtype=dt)
+        return free_const(type(self), b, dt, self.shape)
 
     def rand_like(self: Tensor, **kwargs: Any) -> Tensor:
         dt = _to_dtype(kwargs.pop("dtype", None)) or self.dtype

@@ -21,7 +21,7 @@ import numpy as np
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.tensor import tensor_args
 from rulec.runtime.tensor.live import made_from
-from rulec.runtime.tensor.tensor_extra import ExtraOps
+from rulec.runtime.tensor.tensor_extra import ExtraOps, free_const
 
 if TYPE_CHECKING:
     from rulec.runtime.tensor.tensor import Tensor
@@ -168,7 +168,7 @@ class MoreOps(ExtraOps):
         return self != self
 
     def isinf(self: Tensor, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
-        pos = (self == math.inf) if detect_positive else self.zeros_like(dtype="bool")
+        pos = (self == math.inf) if detect_positive else self.const_like(False, dtype="bool")
         return (pos | (self == -math.inf)) if detect_negative else pos
 
     def isfinite(self: Tensor) -> Tensor:
@@ -299,7 +299,9 @@ class MoreOps(ExtraOps):
         win, full, ks, st, dl = self._pool_nd("avg_pool2d", kernel_size, stride, dilation, padding, ceil_mode, 0.0)
         nk = len(ks)
         axes = tuple(range(-nk, 0))
-        ones = T.ones(*self.shape[-nk:])
+        win = win._to_float()  # a float input keeps its dtype (half pools in half, as tinygrad)
+        # the divisor's mask has no device (tinygrad's const_like): pooling an arange stays virtual
+        ones = free_const(T, 1.0, win.dtype, self.shape[-nk:])
         pads = tensor_args.pool_pads(padding, nk, "avg_pool2d")
         if count_include_pad:
             ones = ones.pad(tuple(pads), value=1.0)
@@ -307,7 +309,7 @@ class MoreOps(ExtraOps):
             counted = ones.pad(extra)._pool(ks, st, dl)
         else:
             counted = ones.pad(tuple(full))._pool(ks, st, dl)
-        return win._to_float().sum(axes) / counted.sum(axes)
+        return win.sum(axes) / counted.sum(axes)
 
     def interpolate(self: Tensor, size: Any, mode: str = "linear", align_corners: bool = False) -> Tensor:
         """Resize the last len(size) axes: "linear" (n-linear), "nearest" or "nearest-exact", as torch. Each
@@ -362,7 +364,7 @@ class MoreOps(ExtraOps):
         if is_causal:
             if attn_mask is not None:
                 raise ValueError("scaled_dot_product_attention takes is_causal or attn_mask, not both")
-            attn_mask = T.ones(self.shape[-2], key.shape[-2], dtype="bool").tril()
+            attn_mask = free_const(T, True, "bool", (self.shape[-2], key.shape[-2])).tril()
         qk = self.matmul(key.transpose(-2, -1)) * (1 / math.sqrt(self.shape[-1]))
         if attn_mask is not None:
             qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype.kind == "bool" else qk + attn_mask
@@ -390,7 +392,7 @@ class MoreOps(ExtraOps):
         if Y.shape != self.shape[:-1]:
             raise ValueError(f"sparse_categorical_crossentropy: labels {Y.shape} do not match logits {self.shape}")
         logp = self.log_softmax(-1)
-        keep = (Y != ignore_index) if ignore_index != -1 else Y.ones_like(dtype="bool")
+        keep = (Y != ignore_index) if ignore_index != -1 else Y.const_like(True, dtype="bool")
         y = tensor_args.one_hot_along(Y, self.shape[-1], -1) & keep.unsqueeze(-1)
         picked = y.where(logp, 0.0).sum(-1)
         loss = (1 - label_smoothing) * picked + label_smoothing * keep.where(logp.mean(-1), 0.0)
@@ -468,7 +470,7 @@ class MoreOps(ExtraOps):
                 raise ValueError(f"scatter: src {src.shape} is smaller than index {index.shape}")
             src = src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
         else:
-            src = T.full(index.shape, src, dtype=self.dtype)
+            src = free_const(T, src, self.dtype, index.shape)
         n, m = self.shape[d], index.shape[d]
         index = (index < 0).where(index + n, index)
         hit = tensor_args.one_hot_along(index, n, d + 1)  # (.., m, n, ..)
@@ -702,10 +704,11 @@ class MoreOps(ExtraOps):
         """A copy in a buffer of its own, as tinygrad: a fresh buffer assigned self's value (one kernel), so
         assigning to it, or to a view of it, writes that buffer and leaves self unchanged. A value with no
         device (an arange) gets a buffer on `device` or the default one; a clone onto another device is a
-        COPY there."""
+        COPY there, and one of a multi-device tensor a store on each of its devices."""
         from rulec.runtime.ir.ops import Ops
         from rulec.runtime.ir.uop import UOp
 
+        from rulec.runtime import buffers
         from rulec.runtime.device import Device
 
         T = type(self)
@@ -714,8 +717,11 @@ class MoreOps(ExtraOps):
         plain = not isinstance(self.device, tuple) and all(isinstance(n, int) for n in self.shape)
         if self.device is None and not plain:
             return self.contiguous().to(dev) if device is not None else self.contiguous()
+        # a unique id each: two clones of one tensor are two buffers, not one shared node
+        if isinstance(self.device, tuple) and dev == self.device:  # a store on each device of the multi
+            return T(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), buffers.unique_id()))
         if not plain or (self.device is not None and dev != self.device):
-            return T(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, arg=dev))))
+            return T(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, arg=dev)), buffers.unique_id()))
         return T.empty(*self.shape, dtype=self.dtype, device=dev).assign(self)
 
     def shrink_to(self: Tensor, shape: Any, *args: Any) -> Tensor:
