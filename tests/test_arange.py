@@ -176,3 +176,25 @@ def test_sums_through_integer_casts_equal_numpy(n, step, scale, dtype, cols):
         want = (np.arange(0, n * cols * step, step, dtype=np.int64) * scale).astype(npdt).astype(acc)
         want = want.reshape(n, cols).sum(0, dtype=acc)
     np.testing.assert_array_equal(t.numpy(), want)
+
+
+def _reduces(item) -> int:
+    return sum(1 for u in item.ast.toposort() if u.op is Ops.REDUCE)
+
+
+def test_a_value_summed_over_a_nest_of_ranges_is_one_product(ran):
+    # avg_pool2d divides by the pooled count of a ones mask: two window ranges over a constant, which used
+    # to run as a loop of `acc += 1.0` in every pooling kernel
+    x = np.arange(2 * 3 * 6 * 6, dtype=np.float32).reshape(2, 3, 6, 6)
+    got = Tensor(x).realize().avg_pool2d(kernel_size=(2, 3), stride=1).numpy()
+    want = sum(x[..., i:i + 5, j:j + 4] for i in range(2) for j in range(3)) / np.float32(6)
+    np.testing.assert_array_equal(got, want)
+    assert [_reduces(item) for item in ran if _reduces(item)] == [1]  # the window sum only
+    ran.clear()
+    # a broadcast value's max over two axes is the value, its sum n1*n2 times it (one rounding)
+    v = Tensor(np.array([0.1, -2.5], np.float32)).realize()
+    out = v.reshape(2, 1, 1).expand(2, 7, 9)
+    np.testing.assert_array_equal(out.max((1, 2)).numpy(), np.array([0.1, -2.5], np.float32))
+    assert _reduces(ran[-1]) == 0
+    np.testing.assert_array_equal(out.sum((1, 2)).numpy(), np.array([0.1, -2.5], np.float32) * np.float32(63))
+    assert _reduces(ran[-1]) == 0

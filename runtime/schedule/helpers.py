@@ -318,10 +318,10 @@ def independent_of(x: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
     return not any(r in open_here for r in _as_tuple(ranges))
 
 
-def _trip_count(ranges: tuple[UOp, ...]) -> int | None:
+def trip_count(ranges: UOp | tuple[UOp, ...]) -> int | None:
     """How many times a loop nest over `ranges` runs its body; None when a size is symbolic."""
     n = 1
-    for r in ranges:
+    for r in _as_tuple(ranges):
         size = r.src[0] if r.op is Ops.RANGE else None
         if size is None or size.op is not Ops.CONST:
             return None
@@ -340,7 +340,7 @@ def sum_commutes_with_cast(c: UOp, ranges: UOp | tuple[UOp, ...]) -> bool:
         return False
     if dst.itemsize <= src.itemsize:
         return True
-    n = _trip_count(_as_tuple(ranges))
+    n = trip_count(_as_tuple(ranges))
     from rulec.runtime.engine.helpers import fits_dtype  # helpers.py imports this module
 
     return n is not None and fits_dtype(src, c.src[0].vmin * n, c.src[0].vmax * n)
@@ -526,4 +526,5 @@ SCHEDULE_HELPERS = {
     "same_but_tags": same_but_tags, "reads": reads, "splat_of": splat_of,
     "reshape_indices": reshape_indices, "pad_indices": pad_indices, "pad_valid": pad_valid,
     "expand_indices": expand_indices, "expand_end": expand_end, "unindexed": unindexed,
+    "trip_count": trip_count,
 }

@@ -101,4 +101,7 @@ c.assign(v2)
 same(c.assign(v2), -A * 2)
 same(x.reshape(4, 6, 1).expand(4, 6, 5).sum(2), A * 5)
 same(x.reshape(4, 6, 1).expand(4, 6, 5).max(2), A)
+# average pooling divides by the count of its window: a sum of 1.0 over two ranges, one product
+same(x.reshape(1, 1, 4, 6).avg_pool2d(kernel_size=(2, 3), stride=1).reshape(3, 4),
+     sum(A[i:i + 3, j:j + 4] for i in range(2) for j in range(3)) / 6)
 print(f"{checked} feature programs equal numpy")
