@@ -176,7 +176,7 @@ def test_state_dict_names_load_and_safetensors(tmp_path):
         load_state_dict(_Model(), {})
     bad = dict(loaded)
     bad["conv.bias"] = Tensor(arr(3))
-    with pytest.raises(ValueError, match=r"conv.bias has shape \(2,\) in the model and \(3,\)"):
+    with pytest.raises(ValueError, match=r"layer `conv.bias`: Expected shape \(2,\), but found \(3,\)"):
         load_state_dict(_Model(), bad)
 
 

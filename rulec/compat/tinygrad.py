@@ -55,7 +55,7 @@ MODULES: dict[str, Mapping] = {
                                      "PtrDType": "rulec.runtime.ir.dtype:PtrDType"}),
     "tinygrad.device": Mapping(names={"Device": "rulec.runtime.device:Device"}),
     "tinygrad.engine": Mapping(submodules=("jit",)),
-    "tinygrad.engine.jit": Mapping(names={"TinyJit": "rulec.jit:TinyJit"}),
+    "tinygrad.engine.jit": Mapping(names={"TinyJit": "rulec.jit:TinyJit", "JitError": "rulec.jit:JitError"}),
 }
 
 

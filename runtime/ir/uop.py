@@ -230,6 +230,11 @@ class UOp:
             node = node.src[0]
         return node
 
+    @property
+    def is_realized(self) -> bool:
+        """Whether this is a buffer (seen through movement ops): a tensor's value that needs no kernel."""
+        return self.base.op is Ops.BUFFER
+
     # ---------------------------------------------------------------- builders
 
     @staticmethod

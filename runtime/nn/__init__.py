@@ -12,8 +12,8 @@ from typing import Sequence
 from rulec.runtime.ir.dtype import dtypes
 from rulec.runtime.tensor.tensor import Tensor
 
-__all__ = ["Linear", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm2d", "LayerNorm", "GroupNorm", "Embedding",
-           "RMSNorm", "conv_transpose2d"]
+__all__ = ["Linear", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "BatchNorm", "BatchNorm2d", "BatchNorm3d",
+           "LayerNorm", "LayerNorm2d", "GroupNorm", "InstanceNorm", "Embedding", "RMSNorm", "LSTMCell", "conv_transpose2d"]
 
 
 def uniform(shape: Sequence[int], low: float, high: float) -> Tensor:
@@ -93,6 +93,63 @@ class ConvTranspose2d(Conv2d):
                                 self.output_padding)
 
 
+def _same_padding_1d(padding: str, kernel: int, stride: int, dilation: int) -> tuple[int, int, int, int]:
+    left, right, _, _ = _same_padding(padding, (1, kernel), (1, stride), (1, dilation))
+    return (left, right, 0, 0)
+
+
+class Conv1d:
+    """1-d convolution over (N, C, L) input, weight (out, in // groups, k): a Conv2d over a height of 1."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1,
+                 padding: int | str = 0, dilation: int = 1, groups: int = 1, bias: bool = True):
+        (k,) = _single(kernel_size, "kernel_size")
+        self.kernel_size, self.stride, self.dilation, self.groups = (k,), stride, dilation, groups
+        self.padding = _same_padding_1d(padding, k, stride, dilation) if isinstance(padding, str) else padding
+        bound = 1 / math.sqrt(in_channels * k / groups)
+        self.weight = uniform((out_channels, in_channels // groups, k), -bound, bound)
+        self.bias = uniform((out_channels,), -bound, bound) if bias else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        _need_3d(x, "Conv1d")
+        pad = self.padding if isinstance(self.padding, tuple) else (0, _single(self.padding, "padding")[0])
+        y = x.unsqueeze(2).conv2d(self.weight.unsqueeze(2), self.bias, self.groups, (1, self.stride),
+                                  (1, self.dilation), pad)
+        return y.squeeze(2)
+
+
+class ConvTranspose1d:
+    """The transposed 1-d convolution, weight (in, out // groups, k): a ConvTranspose2d over a height of 1."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, padding: int = 0,
+                 output_padding: int = 0, dilation: int = 1, groups: int = 1, bias: bool = True):
+        (k,) = _single(kernel_size, "kernel_size")
+        self.kernel_size, self.stride, self.padding, self.output_padding = (k,), stride, padding, output_padding
+        self.dilation, self.groups = dilation, groups
+        bound = 1 / math.sqrt(in_channels * k / groups)
+        self.weight = uniform((in_channels, out_channels // groups, k), -bound, bound)
+        self.bias = uniform((out_channels,), -bound, bound) if bias else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        _need_3d(x, "ConvTranspose1d")
+        y = conv_transpose2d(x.unsqueeze(2), self.weight.unsqueeze(2), self.bias, self.groups, (1, self.stride),
+                             (1, self.dilation), (0, self.padding), (0, self.output_padding))
+        return y.squeeze(2)
+
+
+def _single(v: int | Sequence[int], what: str) -> tuple[int]:
+    if isinstance(v, int):
+        return (v,)
+    if len(v) != 1:
+        raise ValueError(f"a 1-d convolution takes one {what}, got {v}")
+    return (int(v[0]),)
+
+
+def _need_3d(x: Tensor, layer: str) -> None:
+    if x.ndim != 3:
+        raise ValueError(f"{layer} needs (N, C, L) input, got shape {x.shape}")
+
+
 class BatchNorm:
     """Batch normalization over the channel axis (axis 1) of (N, C, ...) input. In training
     (`Tensor.training`) it normalizes with the batch's statistics and updates the running ones (unbiased
@@ -135,7 +192,7 @@ class BatchNorm:
         return y
 
 
-BatchNorm2d = BatchNorm
+BatchNorm2d = BatchNorm3d = BatchNorm
 
 
 class LayerNorm:
@@ -173,6 +230,32 @@ class GroupNorm:
         return y * self.weight.reshape(shape) + self.bias.reshape(shape)
 
 
+class LayerNorm2d(LayerNorm):
+    """LayerNorm over the channel axis of (N, C, H, W) input (normalized_shape is C)."""
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return super().__call__(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class InstanceNorm:
+    """Normalization of each channel of each sample of (N, C, ...) input over its other axes, with a
+    per-channel affine."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
+        self.num_features, self.eps = num_features, eps
+        self.weight = Tensor.ones(num_features) if affine else None
+        self.bias = Tensor.zeros(num_features) if affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim < 2 or x.shape[1] != self.num_features:
+            raise ValueError(f"InstanceNorm({self.num_features}) cannot normalize input of shape {x.shape}")
+        y = x.reshape(x.shape[0], self.num_features, -1).layernorm(eps=self.eps).reshape(x.shape)
+        if self.weight is None or self.bias is None:
+            return y
+        shape = (1, -1, *[1] * (x.ndim - 2))
+        return y * self.weight.reshape(shape) + self.bias.reshape(shape)
+
+
 class RMSNorm:
     """x / sqrt(mean(x^2) + eps) over the last axis, times a weight."""
 
@@ -197,3 +280,25 @@ class Embedding:
     def __call__(self, idx: Tensor) -> Tensor:
         hot = idx.reshape(*idx.shape, 1) == Tensor.arange(self.vocab_sz)
         return hot.cast(self.weight.dtype) @ self.weight
+
+
+class LSTMCell:
+    """One step of an LSTM: gates i, f, g, o (in that order along the 4 * hidden rows of each weight) from
+    the input and the hidden state; returns the new (h, c). Without `hc` the state starts at zeros."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
+        bound = 1 / math.sqrt(hidden_size)
+        self.weight_ih = uniform((hidden_size * 4, input_size), -bound, bound)
+        self.weight_hh = uniform((hidden_size * 4, hidden_size), -bound, bound)
+        self.bias_ih: Tensor | None = Tensor.zeros(hidden_size * 4) if bias else None
+        self.bias_hh: Tensor | None = Tensor.zeros(hidden_size * 4) if bias else None
+
+    def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+        if hc is None:
+            zeros = Tensor.zeros(x.shape[0], self.weight_hh.shape[1], dtype=x.dtype)
+            hc = (zeros, zeros)
+        h, c = hc
+        gates = x.linear(self.weight_ih.transpose(), self.bias_ih) + h.linear(self.weight_hh.transpose(), self.bias_hh)
+        i, f, g, o = gates.chunk(4, dim=1)
+        new_c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        return o.sigmoid() * new_c.tanh(), new_c

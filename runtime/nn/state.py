@@ -49,8 +49,9 @@ def get_parameters(obj: Any) -> list[Tensor]:
 
 def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = False,
                     consume: bool = False, realize: bool = True) -> list[Tensor]:
-    """Set every Tensor of `model` to the one of the same name in `state_dict` (shapes must match; the
-    values move to the model tensor's device). With `strict`, a name missing from `state_dict` is an
+    """Set every Tensor of `model` to the one of the same name in `state_dict` (shapes must match, a 0-d
+    and a 1-element tensor fitting each other, else a ValueError in tinygrad's words; the values move to
+    the model tensor's device). With `strict`, a name missing from `state_dict` is an
     error; a name of `state_dict` that the model lacks is ignored. `consume` removes each loaded entry from
     `state_dict`; `verbose` prints each name. Returns the tensors set."""
     mine = get_state_dict(model)
@@ -64,7 +65,12 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
             continue
         v = state_dict[name]
         if tuple(v.shape) != tuple(t.shape):
-            raise ValueError(f"load_state_dict: {name} has shape {t.shape} in the model and {v.shape} in the state")
+            # one value as a 0-d tensor or as a 1-element vector is the same state (num_batches_tracked is
+            # saved either way)
+            if {tuple(v.shape), tuple(t.shape)} != {(), (1,)}:
+                raise ValueError(f"Shape mismatch in layer `{name}`: Expected shape {tuple(t.shape)}, but found "
+                                 f"{tuple(v.shape)} in state dict.")
+            v = v.reshape(t.shape)
         if verbose:
             print(f"loading {name} {tuple(t.shape)}")
         t.uop = (v.to(t.device) if t.device is not None and v.device != t.device else v).cast(t.dtype).uop

@@ -23,3 +23,10 @@ def made_from(view: Any, source: Any) -> Any:
     assign to a view of a computed value reaches the tensors it views (Tensor.assign)."""
     view._made_from = source
     return view
+
+
+def graph_for_gradients(t: Any) -> UOp:
+    """The graph to differentiate `t` through: what it was computed from while it is still the buffer
+    realize stored it to (runtime/tensor/realize.py keeps it), else its graph."""
+    kept = getattr(t, "_realized_from", None)
+    return kept[0] if kept is not None and kept[1] is t.uop else t.uop

@@ -11,7 +11,7 @@ it was.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
@@ -42,6 +42,10 @@ class RealizeWatcher(Protocol):
 
 # the watchers of every realize, in order; empty unless a tool installed one
 WATCHERS: list[RealizeWatcher] = []
+
+# called with each tensor whose values are read back (numpy, item, tolist, data) before it is read; one may
+# raise to refuse the read (TinyJit does while it captures: rulec/jit.py)
+DATA_READ_GUARDS: list[Callable[[Tensor], None]] = []
 
 
 def _sink(tensors) -> UOp:
@@ -101,8 +105,9 @@ def _empty_as_const(u: UOp) -> UOp:
 _LEAVES = {Ops.BUFFER, Ops.UNIQUE, Ops.DEVICE, Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.SINK}
 
 
-def realize(*tensors: Tensor, pipeline: Pipeline | None = None) -> list[ScheduleItem]:
-    """Schedule, run every kernel, and replace the realized graphs by their buffers."""
+def realize(*tensors: Tensor, pipeline: Pipeline | None = None, read: Tensor | None = None) -> list[ScheduleItem]:
+    """Schedule, run every kernel, and replace the realized graphs by their buffers. `read` is a tensor
+    realized only to read its values (`numpy()`, `item()`): it keeps differentiating through its graph."""
     for t in tensors:
         t.uop = _empty_as_const(t.uop)
     for w in WATCHERS:
@@ -118,12 +123,28 @@ def realize(*tensors: Tensor, pipeline: Pipeline | None = None) -> list[Schedule
         # every live tensor that shares a realized graph points at the buffers from now on
         for t in list(all_tensors):
             if t.uop in done:
+                if t is read:
+                    _keep_graph_for_gradients(t, done[t.uop])
                 t.uop = done[t.uop]
             elif any(p in done for p in t.uop.parents):
-                t.uop = substitute(t.uop, done)
+                new = substitute(t.uop, done)
+                if t is read:
+                    _keep_graph_for_gradients(t, new)
+                t.uop = new
     for w in WATCHERS:
         w.after_realize(tensors, items)
     return items
+
+
+def _keep_graph_for_gradients(t: Tensor, stored: UOp) -> None:
+    """A tensor realized to read its values still differentiates through what it was computed from
+    (`loss.item()` then `loss.backward()`, as in tinygrad 0.14, where reading realizes a copy and leaves the
+    tensor lazy; an explicit `realize()` cuts the graph there as here): autograd reads the graph kept here
+    while the tensor is still that buffer (runtime/tensor/live.py: graph_for_gradients). A graph with an
+    assign (an optimizer's update) is never kept: nothing differentiates through it, and it would hold the
+    step's graph alive."""
+    if t.dtype.is_float and is_view(stored) and all(u.op is not Ops.ASSIGN for u in t.uop.toposort()):
+        t._realized_from = (t.uop, stored)
 
 
 def is_view(u: UOp) -> bool:
@@ -152,11 +173,14 @@ def to_numpy(t: Tensor) -> np.ndarray:
     """Realize `t` and read it back; a view of a buffer is read through its movement ops on the host."""
     from rulec.runtime.interpret.lazy_eval import evaluate
 
+    for guard in DATA_READ_GUARDS:
+        guard(t)
+
     if 0 in t.shape:
         return np.zeros(t.shape, buffers.numpy_dtype(t.dtype))
     if is_virtual(t.uop):
         return evaluate(_compute_virtual(t.uop))
-    realize(t)
+    realize(t, read=t)
     # only views and constants may be left: anything else would be computed here, hiding a scheduler bug
     left = {u.op for u in t.uop.toposort()} - _VIEW_OPS
     if left:

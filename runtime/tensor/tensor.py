@@ -187,8 +187,9 @@ class Tensor(MoreOps, Autograd):
     """A lazy tensor: `self.uop` is the tensor-level graph that computes it."""
 
     # _made_from: the tensor a view was made from, so that an assign to a view of a computed value
-    # reaches the tensors it views (see `assign`)
-    __slots__ = ("uop", "_made_from", "__weakref__")
+    # reaches the tensors it views (see `assign`); _realized_from: the graph a realized tensor was computed
+    # from, for its gradients (runtime/tensor/realize.py)
+    __slots__ = ("uop", "_made_from", "_realized_from", "__weakref__")
     __array_ufunc__ = None  # `ndarray + Tensor` must defer to Tensor.__radd__, not loop in numpy
     _seed: int = 0
     _rng_counter: int = 0

@@ -239,6 +239,24 @@ class ExtraOps:
     def std_mean(self: Tensor, axis: Any = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
         return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
+    def batchnorm(self: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,
+                  axis: int | tuple[int, ...] = 1) -> Tensor:
+        """(x - mean) * invstd * weight + bias, each of the four shaped as x's `axis` axes (in order) and
+        broadcast over the others (tinygrad's `batchnorm`; `invstd` is 1 / sqrt(var + eps))."""
+        axes = tuple(a % self.ndim for a in ((axis,) if isinstance(axis, int) else axis))
+        want = tuple(self.shape[a] for a in axes)
+        shape = tuple(self.shape[a] if a in axes else 1 for a in range(self.ndim))
+
+        def spread(t: Tensor, name: str) -> Tensor:
+            if tuple(t.shape) != want and t.numel() != math.prod(want):
+                raise ValueError(f"batchnorm: {name} of shape {t.shape} does not fit the axes {axes} of {self.shape}")
+            return t.reshape(shape)
+
+        x = self - spread(mean, "mean")
+        scale = spread(invstd, "invstd") if weight is None else spread(weight, "weight") * spread(invstd, "invstd")
+        x = x * scale
+        return x if bias is None else x + spread(bias, "bias")
+
     def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
         """self / max(||self||_p along dim, eps), as torch.nn.functional.normalize."""
         x = self._to_float()
