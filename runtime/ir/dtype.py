@@ -101,6 +101,10 @@ def _limits(dt: DType) -> tuple:
     return -math.inf, math.inf
 
 
+class UnknownDTypeError(ValueError, AttributeError):
+    """A dtype name that names none: a ValueError, and an AttributeError as tinygrad's `dtypes.<name>` lookup."""
+
+
 class dtypes:
     """The dtype namespace, as in `dtypes.float32`."""
 
@@ -162,7 +166,7 @@ class dtypes:
         try:
             return DTYPE_BY_NAME[name]
         except KeyError:
-            raise ValueError(f"unknown dtype {name!r}") from None
+            raise UnknownDTypeError(f"unknown dtype {name!r}") from None
 
 
 ALL_DTYPES: tuple[DType, ...] = tuple(v for k, v in vars(dtypes).items() if isinstance(v, DType) and k == v.name)

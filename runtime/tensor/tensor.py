@@ -164,12 +164,6 @@ def _flat(pairs: Iterable[Iterable[int]]) -> tuple[int, ...]:
     return tuple(x for p in pairs for x in p)
 
 
-def _pair(v: int | Sequence[int], name: str) -> tuple[int, int]:
-    return tensor_args.int_pair(v, name)
-
-
-
-
 def _realize_module() -> Any:
     # imported late: realize.py imports this module; import_module also lets tests substitute it
     return importlib.import_module("rulec.runtime.tensor.realize")
@@ -427,6 +421,14 @@ class Tensor(MoreOps, Autograd):
             a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
         return Tensor(UOp(op, a.dtype, (a.uop, b.uop)))
 
+    def _bits(self, op: Ops, name: str, other: Any, reverse: bool = False) -> Tensor:
+        """&, |, ^ on bool or integer operands; a float one is an error (C has no float `&`)."""
+        a, b = Tensor._operands(other, self) if reverse else Tensor._operands(self, other)
+        if a.dtype.is_float:
+            raise tensor_args.DTypeArgError(f"{name} needs bool or integer tensors, got {a.dtype.name} of shape {a.shape} "
+                                            f"and {b.dtype.name} of shape {b.shape}")
+        return Tensor(UOp(op, a.dtype, (a.uop, b.uop)))
+
     def _beyond(self, other: Any) -> int:
         """1 (-1) when `other` is a Python int above (below) the range of self's integer dtype, where it
         would wrap (int8: 300 is 44); else 0."""
@@ -466,14 +468,25 @@ class Tensor(MoreOps, Autograd):
     def mul(self, x: Any, reverse: bool = False) -> Tensor:
         return self._binary(Ops.MUL, x, reverse)
 
-    def div(self, x: Any, reverse: bool = False) -> Tensor:
-        """True division; integer operands divide in float32 (as tinygrad)."""
+    def div(self, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
+        """True division; integer operands divide in float32 (as tinygrad). `rounding_mode` "trunc" rounds
+        the quotient toward zero, "floor" down; on two integer operands that is integer division."""
+        if rounding_mode is not None:
+            return self._rounded_div(x, reverse, rounding_mode)
         if not _promote((self, _operand(x))).is_float:
             # a scalar goes to float32 as it is: through the int dtype, uint8 / -1 would divide by 255
             a, b = Tensor._operands(x, self, dtype=dtypes.default_float) if reverse else \
                 Tensor._operands(self, x, dtype=dtypes.default_float)
             return Tensor(UOp(Ops.FDIV, a.dtype, (a.uop, b.uop)))
         return self._binary(Ops.FDIV, x, reverse, float_only=True)
+
+    def _rounded_div(self, x: Any, reverse: bool, rounding_mode: str) -> Tensor:
+        if rounding_mode not in ("trunc", "floor"):
+            raise tensor_args.BadArgError(f"div rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
+        if _promote((self, _operand(x))).kind in ("int", "uint"):
+            return self.idiv(x, reverse) if rounding_mode == "trunc" else self._floor_div(x, reverse)
+        q = self.div(x, reverse)
+        return q.trunc() if rounding_mode == "trunc" else q.floor()
 
     def pow(self, x: Any, reverse: bool = False) -> Tensor:
         x = _operand(x)
@@ -515,16 +528,16 @@ class Tensor(MoreOps, Autograd):
     def __neg__(self) -> Tensor: return self.neg()
     def __abs__(self) -> Tensor: return self.abs()
     def __invert__(self) -> Tensor: return self._invert()
-    def __and__(self, x: Any) -> Tensor: return self._binary(Ops.AND, x)
-    def __or__(self, x: Any) -> Tensor: return self._binary(Ops.OR, x)
-    def __xor__(self, x: Any) -> Tensor: return self._binary(Ops.XOR, x)
+    def __and__(self, x: Any) -> Tensor: return self._bits(Ops.AND, "&", x)
+    def __or__(self, x: Any) -> Tensor: return self._bits(Ops.OR, "|", x)
+    def __xor__(self, x: Any) -> Tensor: return self._bits(Ops.XOR, "^", x)
     def __floordiv__(self, x: Any) -> Tensor: return self._floor_div(x)
     def __rfloordiv__(self, x: Any) -> Tensor: return self._floor_div(x, reverse=True)
     def __mod__(self, x: Any) -> Tensor: return self._floor_mod(x)
     def __rmod__(self, x: Any) -> Tensor: return self._floor_mod(x, reverse=True)
-    def __rand__(self, x: Any) -> Tensor: return self._binary(Ops.AND, x, reverse=True)
-    def __ror__(self, x: Any) -> Tensor: return self._binary(Ops.OR, x, reverse=True)
-    def __rxor__(self, x: Any) -> Tensor: return self._binary(Ops.XOR, x, reverse=True)
+    def __rand__(self, x: Any) -> Tensor: return self._bits(Ops.AND, "&", x, reverse=True)
+    def __ror__(self, x: Any) -> Tensor: return self._bits(Ops.OR, "|", x, reverse=True)
+    def __rxor__(self, x: Any) -> Tensor: return self._bits(Ops.XOR, "^", x, reverse=True)
 
     # in place, as tinygrad: the result is assigned to self's buffer (`assign` checks shape and dtype)
     def __iadd__(self, x: Any) -> Tensor: return self.assign(self.add(x))
@@ -555,7 +568,7 @@ class Tensor(MoreOps, Autograd):
 
     def _invert(self) -> Tensor:
         if self.dtype.is_float:
-            raise TypeError(f"~ needs a bool or integer tensor, not {self.dtype.name}")
+            raise tensor_args.DTypeArgError(f"~ needs a bool or integer tensor, not {self.dtype.name}")
         return self._inverse()  # logical not for bools, bitwise not for ints
 
     def logical_not(self) -> Tensor:
@@ -644,7 +657,7 @@ class Tensor(MoreOps, Autograd):
         maximum/minimum: the gradient is 1 at a bound (tinygrad 0.14's), where a max tie would halve it;
         NaN stays NaN."""
         if min_ is None and max_ is None:
-            raise ValueError("clip needs min_ or max_ (or both), got neither")
+            raise tensor_args.BadArgError("clip needs min_ or max_ (or both), got neither")
         x = self if min_ is None else (self < min_).where(min_, self)
         return x if max_ is None else (x > max_).where(max_, x)
 
@@ -696,11 +709,11 @@ class Tensor(MoreOps, Autograd):
         if dtype is None and _float_acc_dtype(self.dtype) != self.dtype:
             # a half-precision accumulator stalls (2048 + 1 == 2048 in float16): add in float32, as tinygrad
             return self.cast(dtypes.float32)._reduce(Ops.ADD, axis, keepdim).cast(self.dtype)
-        return self.cast(dtype or _sum_dtype(self.dtype))._reduce(Ops.ADD, axis, keepdim)
+        return self.cast(_sum_dtype(self.dtype) if dtype is None else dtype)._reduce(Ops.ADD, axis, keepdim)
 
     def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
              dtype: DType | str | None = None) -> Tensor:
-        return self.cast(dtype or _sum_dtype(self.dtype))._reduce(Ops.MUL, axis, keepdim)
+        return self.cast(_sum_dtype(self.dtype) if dtype is None else dtype)._reduce(Ops.MUL, axis, keepdim)
 
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         return self._reduce(Ops.MAX, axis, keepdim)
@@ -775,19 +788,19 @@ class Tensor(MoreOps, Autograd):
         """New shape of the same size; one -1 is inferred, None keeps that axis."""
         new = _shape_args(shape, args)
         if any(s is None for s in new[self.ndim:]):
-            raise ValueError(f"cannot reshape {self.shape} to {new}: None keeps an axis, and there is none there")
+            raise tensor_args.BadArgError(f"cannot reshape {self.shape} to {new}: None keeps an axis, and there is none there")
         new = tuple(self.shape[i] if s is None else s for i, s in enumerate(new))
         if new.count(-1) > 1 or any(isinstance(s, int) and s < -1 for s in new):
-            raise ValueError(f"cannot reshape {self.shape} to {new}")
+            raise tensor_args.BadArgError(f"cannot reshape {self.shape} to {new}")
         if not all(isinstance(s, int) for s in (*self.shape, *new)):
             return self._symbolic_reshape(new)
         if -1 in new:
             known = int(prod(s for s in new if s != -1))
             if known == 0 or self.numel() % known:
-                raise ValueError(f"cannot reshape {self.shape} to {new}")
+                raise tensor_args.BadArgError(f"cannot reshape {self.shape} to {new}")
             new = tuple(self.numel() // known if s == -1 else s for s in new)
         if prod(new) != self.numel():
-            raise ValueError(f"cannot reshape {self.shape} to {new}")
+            raise tensor_args.BadArgError(f"cannot reshape {self.shape} to {new}")
         return self if new == self.shape else self._mop(Ops.RESHAPE, new)
 
     def _symbolic_reshape(self, new: tuple) -> Tensor:
@@ -802,7 +815,7 @@ class Tensor(MoreOps, Autograd):
             new = tuple(ints_old // ints_new if s == -1 else s for s in new)
             ints_new = ints_old
         if len(sym_old) != len(sym_new) or any(a is not b for a, b in zip(sym_old, sym_new)) or ints_old != ints_new:
-            raise ValueError(f"cannot reshape {self.shape} to {asked}: with symbolic sizes, only the axes of "
+            raise tensor_args.BadArgError(f"cannot reshape {self.shape} to {asked}: with symbolic sizes, only the axes of "
                              "constant size may change; the symbolic ones stay as they are")
         return self if new == self.shape else self._mop(Ops.RESHAPE, new)
 
@@ -822,7 +835,7 @@ class Tensor(MoreOps, Autograd):
         axes = tensor_args.int_tuple(order, args, "permutation")
         if len(axes) != self.ndim or any(not -self.ndim <= a < self.ndim for a in axes) \
                 or sorted(a % self.ndim for a in axes) != list(range(self.ndim)):
-            raise ValueError(f"bad permutation {axes} for shape {self.shape}")
+            raise tensor_args.BadArgError(f"bad permutation {axes} for shape {self.shape}")
         axes = tuple(a % self.ndim for a in axes)
         return self if axes == tuple(range(self.ndim)) else self._mop(Ops.PERMUTE, axes)
 
@@ -866,7 +879,7 @@ class Tensor(MoreOps, Autograd):
         Negative amounts crop, as tinygrad orders it: reflect and replicate pad the whole tensor and then
         crop (a crop may cut into the padding), circular crops first and wraps what is left."""
         if mode not in ("reflect", "replicate", "circular"):
-            raise ValueError(f"pad mode must be constant, reflect, replicate or circular, not {mode!r}")
+            raise tensor_args.ModeError(f"pad mode must be constant, reflect, replicate or circular, not {mode!r}")
         crops = tuple((min(b, 0), min(a, 0)) for b, a in pads)
         if mode != "circular":
             grown = self._pad_from_edges_grow(pads, mode)
@@ -882,7 +895,7 @@ class Tensor(MoreOps, Autograd):
         for ax, (b, a) in enumerate(grow):
             n = self.shape[ax]
             if (b or a) and (n == 0 or max(b, a) > n):
-                raise ValueError(f"circular padding {pads[ax]} does not fit axis {ax} of shape {self.shape}")
+                raise tensor_args.BadArgError(f"circular padding {pads[ax]} does not fit axis {ax} of shape {self.shape}")
         if not any(b or a for b, a in grow):
             return self
         reps = tuple(3 if b or a else 1 for b, a in grow)
@@ -897,7 +910,7 @@ class Tensor(MoreOps, Autograd):
             n = x.shape[ax]
             too_far = max(b, a) > (n - 1 if mode == "reflect" else math.inf)
             if (b or a) and (n == 0 or too_far):  # nothing to copy from, or a copy past the other edge
-                raise ValueError(f"{mode} padding {pads[ax]} does not fit axis {ax} of shape {self.shape}")
+                raise tensor_args.BadArgError(f"{mode} padding {pads[ax]} does not fit axis {ax} of shape {self.shape}")
             if not (b or a):
                 continue
             if mode == "reflect":
@@ -925,6 +938,9 @@ class Tensor(MoreOps, Autograd):
         """Drop axes of size 1 (all of them, or `dim` if it has size 1; otherwise unchanged, as tinygrad)."""
         if dim is None:
             return self.reshape(tuple(s for s in self.shape if s != 1))
+        if self.ndim == 0:  # its only axis is 0 (or -1), as tinygrad and torch
+            tensor_args.axis(dim, 1, self.shape)
+            return self
         d = _norm_axis(dim, self.ndim, self.shape)
         return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
 
@@ -1159,6 +1175,7 @@ class Tensor(MoreOps, Autograd):
         if isinstance(key, list) and any(k is None or k is Ellipsis or isinstance(k, (slice, Tensor)) for k in key):
             key = tuple(key)  # a list of slices, None, ... or tensors is a tuple of indices, as in tinygrad
         key = list(key) if isinstance(key, tuple) else [key]
+        key = [_nested_list(k) if isinstance(k, tuple) else k for k in key]  # a tuple inside is a list of indices
         for k in key:
             ok = k is None or k is Ellipsis or isinstance(k, (slice, Tensor, list, np.ndarray)) or _is_variable(k) or \
                 (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)))
@@ -1199,6 +1216,11 @@ class Tensor(MoreOps, Autograd):
         return functools.reduce(Tensor.add, padded)
 
     def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+        """`a.stack(b, c)`, `Tensor.stack(a, b, c)` or `Tensor.stack((a, b, c))`: a new axis `dim`."""
+        if isinstance(self, (tuple, list)):  # Tensor.stack(sequence): the sequence is all the tensors
+            if args or not self:
+                raise ValueError(f"stack takes the tensors as one sequence or as arguments, not both: {self!r}, {args!r}")
+            return Tensor.stack(*self, dim=dim)
         _check_tensors("stack", args)
         d = _norm_axis(dim, self.ndim + 1, self.shape)
         for t in args:
@@ -1216,16 +1238,16 @@ class Tensor(MoreOps, Autograd):
         if reverse:
             return w.matmul(self, dtype=dtype)
         if self.ndim == 0 or w.ndim == 0:
-            raise ValueError(f"cannot matmul {self.shape} with {w.shape}: 0-d operand")
+            raise tensor_args.BadArgError(f"cannot matmul {self.shape} with {w.shape}: 0-d operand")
         x = self.reshape(1, -1) if self.ndim == 1 else self
         y = w.reshape(-1, 1) if w.ndim == 1 else w
         if x.shape[-1] != y.shape[-2]:
-            raise ValueError(f"cannot matmul {self.shape} with {w.shape}: inner dimensions "
+            raise tensor_args.BadArgError(f"cannot matmul {self.shape} with {w.shape}: inner dimensions "
                              f"{x.shape[-1]} and {y.shape[-2]} differ")
         try:
             _broadcast_shape(x.shape[:-2], y.shape[:-2])
         except ValueError:
-            raise ValueError(f"cannot matmul {self.shape} with {w.shape}: batch dimensions "
+            raise tensor_args.BadArgError(f"cannot matmul {self.shape} with {w.shape}: batch dimensions "
                              f"do not broadcast") from None
         n, k, m = x.shape[-2], x.shape[-1], y.shape[-1]
         xe = x.reshape(x.shape[:-2] + (n, 1, k))
@@ -1322,38 +1344,39 @@ class Tensor(MoreOps, Autograd):
     def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
                dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
                dtype: DType | str | None = None) -> Tensor:
-        """NCHW convolution (cross-correlation, as torch/tinygrad) with an OIHW weight; arguments in
-        tinygrad's order. `padding` is an int, (pad_h, pad_w), or torch-style (left, right, top, bottom).
-        Windows come from movement ops (`_pool`), so the whole convolution is one multiply and one sum,
-        accumulated in `dtype` when given."""
-        if self.ndim != 4 or weight.ndim != 4:
-            raise ValueError(f"conv2d needs a 4-d input and weight, got {self.shape} and {weight.shape}")
-        n, cin, _, _ = self.shape
-        cout, cin_g, kh, kw = weight.shape
+        """Convolution (cross-correlation, as torch/tinygrad) over the weight's spatial axes: NCHW input
+        with an OIHW weight, and likewise 1-d (NCL / OIL) or 3-d, as tinygrad's conv2d. Arguments in
+        tinygrad's order. `padding` is an int, one int per spatial axis, or torch-style pairs, last axis
+        first ((left, right, top, bottom) in 2-d). Windows come from movement ops (`_pool`), so the whole
+        convolution is one multiply and one sum, accumulated in `dtype` when given."""
+        nd = weight.ndim - 2
+        if nd < 1 or self.ndim != weight.ndim:
+            raise tensor_args.BadArgError(f"conv2d needs an input and weight of the same rank >= 3 (N, C, spatial...), "
+                                          f"got {self.shape} and {weight.shape}")
+        n, cin = self.shape[:2]
+        cout, cin_g, kernel = weight.shape[0], weight.shape[1], tuple(weight.shape[2:])
         groups = tensor_args.as_int(groups, "conv2d groups")
         if groups < 1 or cin != cin_g * groups or cout % groups:
-            raise ValueError(f"conv2d: input {self.shape} does not match weight {weight.shape} with groups={groups}")
-        if not isinstance(padding, (tuple, list)) or len(padding) == 2:
-            (ph, pw) = _pair(padding, "padding")
-            pads = ((ph, ph), (pw, pw))
-        elif len(padding) == 4:
-            pads = ((padding[2], padding[3]), (padding[0], padding[1]))
-        else:
-            raise ValueError(f"conv2d padding must be an int, a pair or 4 ints, got {padding}")
-        x = self.pad(((0, 0), (0, 0)) + tuple(pads))
-        if x.shape[2] < kh or x.shape[3] < kw:
-            raise ValueError(f"conv2d: kernel {(kh, kw)} is larger than the padded input {x.shape[2:]}")
-        strides, dilations = _pair(stride, "stride"), _pair(dilation, "dilation")
+            raise tensor_args.BadArgError(f"conv2d: input {self.shape} does not match weight {weight.shape} "
+                                          f"with groups={groups}")
+        x = self.pad(((0, 0), (0, 0)) + tensor_args.conv_pads(padding, nd))
+        if any(xs < k for xs, k in zip(x.shape[2:], kernel)):
+            raise tensor_args.BadArgError(f"conv2d: kernel {kernel} is larger than the padded input {x.shape[2:]}")
+        strides, dilations = tensor_args.per_axis(stride, nd, "stride"), tensor_args.per_axis(dilation, nd, "dilation")
         if min(strides) < 1 or min(dilations) < 1:
             raise ValueError(f"conv2d stride and dilation must be >= 1, got {stride} and {dilation}")
-        x = x._pool((kh, kw), strides, dilations)  # (n, cin, oh, ow, kh, kw)
-        oh, ow = x.shape[2:4]
-        x = x.reshape(n, groups, 1, cin_g, oh, ow, kh, kw)
-        w = weight.reshape(1, groups, cout // groups, cin_g, 1, 1, kh, kw)
+        if any(xs < d * (k - 1) + 1 for xs, k, d in zip(x.shape[2:], kernel, dilations)):
+            raise tensor_args.BadArgError(f"conv2d: dilated kernel {kernel} (dilation {dilations}) is larger than the "
+                                          f"padded input {x.shape[2:]}")
+        x = x._pool(kernel, strides, dilations)  # (n, cin, *out, *kernel)
+        out = tuple(x.shape[2:2 + nd])
+        x = x.reshape((n, groups, 1, cin_g) + out + kernel)
+        w = weight.reshape((1, groups, cout // groups, cin_g) + (1,) * nd + kernel)
         if dtype is not None:
             x, w = x.cast(dtype), w.cast(dtype)
-        out = (x * w).sum((3, 6, 7), dtype=dtype).reshape(n, cout, oh, ow)
-        return out if bias is None else out + bias.reshape(1, cout, 1, 1)
+        red = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
+        res = (x * w).sum(red, dtype=dtype).reshape((n, cout) + out)
+        return res if bias is None else res + bias.reshape((1, cout) + (1,) * nd)
 
     # ------------------------------------------------------------------ realization
 
@@ -1459,6 +1482,11 @@ def _same_device(items: tuple) -> None:
         raise ValueError(f"tensors on different devices ({shapes}): move one with .to(device) first")
 
 
+def _nested_list(v: Any) -> Any:
+    """Tuples (at any depth) as lists: an index tuple inside an index selects like a list."""
+    return [_nested_list(x) for x in v] if isinstance(v, (tuple, list)) else v
+
+
 def _check_tensors(name: str, args: tuple) -> None:
     for i, t in enumerate(args):
         if not isinstance(t, Tensor):
@@ -1509,7 +1537,7 @@ def _int_pow(t: Tensor, x: Tensor | Scalar, reverse: bool) -> Tensor:
     the low bits, or overflow, past 2**24)."""
     if not reverse and type(x) is int:
         if x < 0:
-            raise ValueError(f"Tensor.pow: an integer tensor ({t.dtype.name}, shape {t.shape}) to a negative "
+            raise tensor_args.BadArgError(f"Tensor.pow: an integer tensor ({t.dtype.name}, shape {t.shape}) to a negative "
                              f"integer power ({x}) is not an integer; cast the tensor to a float first")
         base, n = Tensor._operands(t, 1)[0], x  # the exponent as given, not wrapped to the dtype
         out = None

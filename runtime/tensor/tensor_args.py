@@ -26,12 +26,38 @@ from rulec.runtime.ir.shape import shrink_span
 if TYPE_CHECKING:
     from rulec.runtime.tensor.tensor import Tensor
 
-__all__ = ["AxisError", "as_int", "int_tuple", "new_shape", "axis", "axes", "int_pair", "pad_pairs", "python_data",
-           "shrink_bounds", "const_value", "arange_length", "arange_index_dtype", "check_arange_fits"]
+__all__ = ["AxisError", "ArgFormError", "BadArgError", "DTypeArgError", "IndexDTypeError", "ModeError",
+           "as_int", "int_tuple", "new_shape", "axis", "axes", "int_pair", "pad_pairs", "python_data",
+           "shrink_bounds", "const_value", "arange_length", "arange_index_dtype", "check_arange_fits",
+           "per_axis", "conv_pads"]
 
 
 class AxisError(ValueError, IndexError):
     """An axis out of range for a shape (numpy's AxisError is also both)."""
+
+
+class ArgFormError(TypeError, ValueError):
+    """Arguments given in a form the call does not take (a tuple mixed with integers): a TypeError, and a
+    ValueError as tinygrad raises for it."""
+
+
+class BadArgError(ValueError, RuntimeError):
+    """An argument value the op cannot take (an unknown mode, a repeated axis): a ValueError, and a
+    RuntimeError as torch and tinygrad raise for most of these."""
+
+
+class DTypeArgError(TypeError, RuntimeError):
+    """A tensor of a dtype the op does not take (bitwise ops on floats): a TypeError, and a RuntimeError as
+    torch and tinygrad raise."""
+
+
+class IndexDTypeError(TypeError, IndexError):
+    """An index of a dtype that cannot index (floats, bools): a TypeError, and an IndexError as tinygrad
+    raises."""
+
+
+class ModeError(ValueError, NotImplementedError):
+    """A mode string the op does not know: a ValueError, and a NotImplementedError as tinygrad raises."""
 
 
 def _describe(v: Any) -> str:
@@ -70,7 +96,7 @@ def int_tuple(first: Any, rest: tuple = (), what: str = "shape", allow_none: boo
     if _is_one_value(first):
         items = (first, *rest)
     elif rest:
-        raise TypeError(f"give a {what} either as one tuple or as integers, not {(first, *rest)!r}")
+        raise ArgFormError(f"give a {what} either as one tuple or as integers, not {(first, *rest)!r}")
     else:
         items = tuple(first)
     return tuple(_size_or_var(v, f"{what} {items!r}: every entry", allow_none) for v in items)
@@ -102,7 +128,7 @@ def axes(arg: Any, ndim: int, shape: tuple, what: str = "axis", reduction: bool 
     scalar_axes = reduction and ndim == 0
     out = tuple(axis(a, 1 if scalar_axes else ndim, shape, what) for a in items)
     if len(set(out)) != len(out):
-        raise ValueError(f"repeated axis in {what} {arg!r} for shape {tuple(shape)}")
+        raise BadArgError(f"repeated axis in {what} {arg!r} for shape {tuple(shape)}")
     return () if scalar_axes else tuple(sorted(out))
 
 
@@ -258,7 +284,7 @@ def int_index(T: type, idx: Any, what: str) -> Tensor:
         if arr.size == 0:
             arr = arr.astype(np.int32)
         if arr.dtype.kind not in "iu":
-            raise TypeError(f"{what} must hold integers, got {arr.dtype} of shape {arr.shape}")
+            raise IndexDTypeError(f"{what} must hold integers, got {arr.dtype} of shape {arr.shape}")
         fits = arr.dtype.itemsize <= 4 or (arr.size and abs(arr).max() < 2 ** 31)
         idx = T(arr.astype(np.int32) if fits else arr)
     if idx.dtype.kind == "index":  # a bound variable as a tensor (`Tensor(v.bind(3))`): its int32 value
@@ -266,7 +292,7 @@ def int_index(T: type, idx: Any, what: str) -> Tensor:
     if idx.dtype.kind not in ("int", "uint"):
         mask = "; bool masks are not supported (their result shape depends on the data)" \
             if idx.dtype.kind == "bool" else ""
-        raise TypeError(f"{what} must be an integer tensor, not {idx.dtype.name} of shape {idx.shape}{mask}")
+        raise IndexDTypeError(f"{what} must be an integer tensor, not {idx.dtype.name} of shape {idx.shape}{mask}")
     return idx
 
 
@@ -292,3 +318,22 @@ def tuple_of(v: Any, nd: int, what: str) -> tuple[int, ...]:
     if len(t) != nd or min(t) < 1:
         raise ValueError(f"{what} must be {nd} ints >= 1, got {v}")
     return t
+
+
+def per_axis(v: Any, nd: int, name: str) -> tuple[int, ...]:
+    """An int for every spatial axis, or one int per axis."""
+    if _is_one_value(v):
+        return (as_int(v, name),) * nd
+    items = tuple(as_int(i, name) for i in v)
+    if len(items) != nd:
+        raise BadArgError(f"conv {name} must be an int or {nd} ints, got {v!r}")
+    return items
+
+
+def conv_pads(padding: Any, nd: int) -> tuple[tuple[int, int], ...]:
+    """Convolution padding per spatial axis: an int, one int per axis (both sides), or torch-style
+    (before, after) pairs listed from the last axis back."""
+    if not _is_one_value(padding) and len(padding) == 2 * nd:
+        flat = [as_int(p, "padding") for p in padding]
+        return tuple((flat[2 * i], flat[2 * i + 1]) for i in reversed(range(nd)))
+    return tuple((p, p) for p in per_axis(padding, nd, "padding"))

@@ -54,7 +54,7 @@ def _check_ints(name: str, *xs: Tensor) -> None:
     for x in xs:
         if x.dtype.is_float or (name.endswith("shift") and x.dtype.kind == "bool"):
             kinds = "integer" if name.endswith("shift") else "bool or integer"
-            raise TypeError(f"{name} needs {kinds} tensors, got {x.dtype.name} of shape {x.shape}")
+            raise tensor_args.DTypeArgError(f"{name} needs {kinds} tensors, got {x.dtype.name} of shape {x.shape}")
 
 
 def _along_last(x: Tensor, axis: int) -> tuple[Tensor, int]:
@@ -132,8 +132,12 @@ class ExtraOps:
         if a.dtype.is_float:
             ints = _BITS_OF[a.dtype.itemsize]
             sign = -(1 << (8 * a.dtype.itemsize - 1))  # the sign bit, as a signed integer
-            bits = (a.bitcast(ints) & ~sign) | (b.bitcast(ints) & sign)
-            return bits.bitcast(a.dtype)
+            ai, bi = a.bitcast(ints), b.bitcast(ints)
+            exact = ((ai & ~sign) | (bi & sign)).bitcast(a.dtype)
+            # the same value through a negation where the sign bits differ, so the gradient flows to self
+            # (+-1; 0 at a zero, as torch and tinygrad); a bitcast has none
+            flip = ((ai ^ bi) & sign) != 0
+            return (a == 0).where(exact, flip.where(-a, a))
         if a.dtype.kind == "bool":
             return a
         return (b < 0).where(-a.abs(), a.abs())
@@ -149,6 +153,14 @@ class ExtraOps:
         return a._int_op(Ops.MOD, b)
 
     def lerp(self: Tensor, end: Tensor, weight: Any) -> Tensor:
+        """self + (end - self) * weight. uint8 with a weight tensor (image resizing) steps in fixed point
+        as tinygrad: the weight rounded to 1/128ths, the product rounded, so results round, not truncate
+        (the difference is kept in int16, where tinygrad's int8 would wrap past 127)."""
+        T = type(self)
+        if self.dtype.name == "uint8" and isinstance(weight, T):
+            w = (weight * 128 + 0.5).cast("int16")
+            step = ((T._operands(end, self)[0].cast("int16") - self.cast("int16")) * w + 64)._floor_div(128)
+            return (self.cast("int16") + step).cast("uint8")
         return self + (end - self) * weight
 
     def quick_gelu(self: Tensor) -> Tensor:
@@ -283,7 +295,7 @@ class ExtraOps:
         a = tensor_args.axis(dim1, self.ndim, self.shape, "diagonal dim1")
         b = tensor_args.axis(dim2, self.ndim, self.shape, "diagonal dim2")
         if a == b:
-            raise ValueError(f"diagonal dim1 and dim2 must differ, got {dim1} and {dim2} for shape {self.shape}")
+            raise tensor_args.BadArgError(f"diagonal dim1 and dim2 must differ, got {dim1} and {dim2} for shape {self.shape}")
         rest = [i for i in range(self.ndim) if i not in (a, b)]
         x = self.permute(rest + [a, b])
         r, c = x.shape[-2:]
@@ -303,7 +315,7 @@ class ExtraOps:
         sh = tensor_args.int_tuple(shifts, (), "roll shifts")
         ds = tensor_args.int_tuple(dims, (), "roll dims")
         if len(sh) != len(ds):
-            raise ValueError(f"roll needs one shift per dim, got shifts={shifts} and dims={dims}")
+            raise tensor_args.BadArgError(f"roll needs one shift per dim, got shifts={shifts} and dims={dims}")
         x = self
         for s, d in zip(sh, ds):
             ax = tensor_args.axis(d, x.ndim, x.shape, "roll dims")
@@ -327,7 +339,7 @@ class ExtraOps:
         size, step = tensor_args.as_int(size, "unfold size"), tensor_args.as_int(step, "unfold step")
         x = self.reshape(1) if self.ndim == 0 else self
         if size < 0 or step < 1 or size > x.shape[d]:
-            raise ValueError(f"unfold size {size} / step {step} do not fit axis {dim} of shape {self.shape}")
+            raise tensor_args.BadArgError(f"unfold size {size} / step {step} do not fit axis {dim} of shape {self.shape}")
         win = x.transpose(d, -1)._pool((size,), (step,))  # (..., windows, size)
         out = win.transpose(d, -2) if d != x.ndim - 1 else win
         return out.reshape(out.shape[1:]) if self.ndim == 0 else out
@@ -336,12 +348,13 @@ class ExtraOps:
         return self.reshape(shape, *args)
 
     def meshgrid(self: Tensor, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
-        """Grids of 1-d tensors ("ij": matrix indexing; "xy": the first two axes swapped, as numpy)."""
+        """Grids of 1-d tensors ("ij": matrix indexing; "xy": the first two axes swapped, as numpy).
+        A 0-d tensor counts as one element, as in torch."""
         if indexing not in ("ij", "xy"):
-            raise ValueError(f"meshgrid indexing must be 'ij' or 'xy', not {indexing!r}")
-        ts = (self, *args)
+            raise tensor_args.BadArgError(f"meshgrid indexing must be 'ij' or 'xy', not {indexing!r}")
+        ts = tuple(t.reshape(1) if t.ndim == 0 else t for t in (self, *args))
         if any(t.ndim != 1 for t in ts):
-            raise ValueError(f"meshgrid takes 1-d tensors, got shapes {[t.shape for t in ts]}")
+            raise ValueError(f"meshgrid takes 0-d or 1-d tensors, got shapes {[t.shape for t in (self, *args)]}")
         sizes = [t.shape[0] for t in ts]
         if indexing == "xy" and len(ts) > 1:
             sizes[0], sizes[1] = sizes[1], sizes[0]
@@ -522,13 +535,13 @@ class ExtraOps:
 
         T = type(self)
         if reduce not in _SCATTER_REDUCES:
-            raise ValueError(f"scatter_reduce reduce must be one of {_SCATTER_REDUCES}, not {reduce!r}")
+            raise tensor_args.BadArgError(f"scatter_reduce reduce must be one of {_SCATTER_REDUCES}, not {reduce!r}")
         index = tensor_args.int_index(T, index, "scatter_reduce index")
         d = tensor_args.axis(dim, self.ndim, self.shape, "scatter_reduce dim")
         if index.ndim != self.ndim or any(a > b for i, (a, b) in enumerate(zip(index.shape, self.shape)) if i != d):
-            raise ValueError(f"scatter_reduce: index {index.shape} does not fit self {self.shape} on dim {dim}")
+            raise tensor_args.BadArgError(f"scatter_reduce: index {index.shape} does not fit self {self.shape} on dim {dim}")
         if not isinstance(src, T) or src.ndim != index.ndim or any(a < b for a, b in zip(src.shape, index.shape)):
-            raise ValueError(f"scatter_reduce: src {getattr(src, 'shape', src)} is smaller than index {index.shape}")
+            raise tensor_args.BadArgError(f"scatter_reduce: src {getattr(src, 'shape', src)} is smaller than index {index.shape}")
         src = src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
         n = self.shape[d]
         hit = tensor_args.one_hot_along((index < 0).where(index + n, index), n, d + 1)  # (.., m, n, ..)
@@ -589,31 +602,33 @@ class ExtraOps:
     def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Any = 1,
                          dilation: Any = 1, padding: Any = 0, output_padding: Any = 0) -> Tensor:
         """The transposed convolution (the gradient of conv2d with respect to its input), weight of shape
-        (in, out // groups, kh, kw): the input spread out by `stride` (zeros between), padded by
-        dilation*(k-1)-padding, convolved with the flipped, transposed weight."""
-        x = self
-        if x.ndim != 4 or weight.ndim != 4:
-            raise ValueError(f"conv_transpose2d needs a 4-d input and weight, got {x.shape} and {weight.shape}")
-        n, cin, h, w = x.shape
-        cin_w, cout_g, kh, kw = weight.shape
+        (in, out // groups, *kernel), over 1, 2 or more spatial axes as conv2d: the input spread out by
+        `stride` (zeros between), padded by dilation*(k-1)-padding, convolved with the flipped, transposed
+        weight."""
+        x, nd = self, weight.ndim - 2
+        if nd < 1 or x.ndim != weight.ndim:
+            raise tensor_args.BadArgError(f"conv_transpose2d needs an input and weight of the same rank >= 3, "
+                                          f"got {x.shape} and {weight.shape}")
+        n, cin, sizes = x.shape[0], x.shape[1], tuple(x.shape[2:])
+        cin_w, cout_g, kernel = weight.shape[0], weight.shape[1], tuple(weight.shape[2:])
         if cin != cin_w or cin % groups:
-            raise ValueError(f"conv_transpose2d: input {x.shape} does not match weight {weight.shape} "
-                             f"with groups={groups}")
-        (sh, sw), (dh, dw), (ph, pw), (oph, opw) = _pair(stride), _pair(dilation), _pair(padding), _pair(output_padding)
-        if sh > 1 or sw > 1:  # zeros between the input's elements: (h, 1) padded to (h, s), flattened, the tail cut
-            x = x.reshape(n, cin, h, 1, w, 1).pad(((0, 0), (0, 0), (0, 0), (0, sh - 1), (0, 0), (0, sw - 1)))
-            x = x.reshape(n, cin, h * sh, w * sw)[:, :, : (h - 1) * sh + 1, : (w - 1) * sw + 1]
-        wt = weight.reshape(groups, cin // groups, cout_g, kh, kw).permute(0, 2, 1, 3, 4).flip((3, 4))
-        wt = wt.reshape(groups * cout_g, cin // groups, kh, kw)
-        pad_h, pad_w = dh * (kh - 1) - ph, dw * (kw - 1) - pw
-        if pad_h < 0 or pad_w < 0:
+            raise tensor_args.BadArgError(f"conv_transpose2d: input {x.shape} does not match weight {weight.shape} "
+                                          f"with groups={groups}")
+        strides, dils = tensor_args.per_axis(stride, nd, "stride"), tensor_args.per_axis(dilation, nd, "dilation")
+        pads, opads = tensor_args.per_axis(padding, nd, "padding"), tensor_args.per_axis(output_padding, nd, "output_padding")
+        if any(s > 1 for s in strides):  # zeros between the input's elements: (h, 1) padded to (h, s), flattened, the tail cut
+            x = x.reshape((n, cin) + tuple(v for h in sizes for v in (h, 1)))
+            x = x.pad(((0, 0), (0, 0)) + tuple(p for s in strides for p in ((0, 0), (0, s - 1))))
+            x = x.reshape((n, cin) + tuple(h * s for h, s in zip(sizes, strides)))
+            x = x.shrink(((0, n), (0, cin)) + tuple((0, (h - 1) * s + 1) for h, s in zip(sizes, strides)))
+        sp = tuple(range(3, 3 + nd))
+        wt = weight.reshape((groups, cin // groups, cout_g) + kernel).permute((0, 2, 1) + sp).flip(sp)
+        wt = wt.reshape((groups * cout_g, cin // groups) + kernel)
+        lows = tuple(d * (k - 1) - p for d, k, p in zip(dils, kernel, pads))
+        if min(lows) < 0:
             raise ValueError(f"conv_transpose2d: padding {padding} is larger than dilation*(kernel-1)")
-        x = x.pad(((0, 0), (0, 0), (pad_h, pad_h + oph), (pad_w, pad_w + opw)))
-        return x.conv2d(wt, bias, groups, 1, (dh, dw), 0)
-
-
-def _pair(v: Any) -> tuple[int, int]:
-    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+        x = x.pad(((0, 0), (0, 0)) + tuple((lo, lo + op) for lo, op in zip(lows, opads)))
+        return x.conv2d(wt, bias, groups, 1, dils, 0)
 
 
 def _rearrange_groups(side: str, formula: str) -> list[list[str]]:

@@ -281,7 +281,8 @@ class MoreOps(ExtraOps):
         # the first maximum of each window, as the flat index into the input's pooled axes
         big = int(np.prod(self.shape[-nk:]))
         first = hit.where(idx, big).min(tuple(range(-nk, 0)))
-        return out, first.cast(_dtypes().int64)
+        # int32 as tinygrad 0.14 (torch gives int64); int64 only where a position would not fit
+        return out, first.cast(_dtypes().int32 if big <= _dtypes().int32.max else _dtypes().int64)
 
     def _pool_positions(self: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any,
                         ceil_mode: bool) -> Tensor:
@@ -320,11 +321,16 @@ class MoreOps(ExtraOps):
         if mode not in ("linear", "nearest", "nearest-exact"):
             raise ValueError(f"interpolate mode must be linear, nearest or nearest-exact, not {mode!r}")
         x = self._to_float()
-        for ax in range(self.ndim - len(size), self.ndim):
-            x = x._resize_axis(ax, size[ax - self.ndim + len(size)], mode, align_corners)
+        # uint8 images blend in fixed point after each axis, as tinygrad's uint8 lerp: weights in 1/128ths,
+        # the result rounded (other dtypes blend in float and truncate)
+        round_each = mode == "linear" and self.dtype.name == "uint8"
+        for ax in reversed(range(self.ndim - len(size), self.ndim)):  # last axis first, as tinygrad
+            x = x._resize_axis(ax, size[ax - self.ndim + len(size)], mode, align_corners, 128 if round_each else None)
+            x = (x + 0.5).floor() if round_each else x
         return x.cast(self.dtype) if not self.dtype.is_float else x
 
-    def _resize_axis(self: Tensor, ax: int, out: int, mode: str, align_corners: bool) -> Tensor:
+    def _resize_axis(self: Tensor, ax: int, out: int, mode: str, align_corners: bool,
+                     weight_steps: int | None = None) -> Tensor:
         T = type(self)
         n = self.shape[ax]
         if n == out:
@@ -339,6 +345,7 @@ class MoreOps(ExtraOps):
             lo = src.floor().minimum(n - 1)
             hi = (lo + 1).minimum(n - 1)
             w = src - lo
+            w = w if weight_steps is None else (w * weight_steps + 0.5).floor() / weight_steps
             weight = (i == lo).where(1 - w, 0.0) + (i == hi).where(w, 0.0)
         else:
             shift = 0.5 if mode == "nearest-exact" else 0.0
@@ -363,7 +370,7 @@ class MoreOps(ExtraOps):
             key, value = key.repeat_interleave(rep, -3), value.repeat_interleave(rep, -3)
         if is_causal:
             if attn_mask is not None:
-                raise ValueError("scaled_dot_product_attention takes is_causal or attn_mask, not both")
+                raise tensor_args.BadArgError("scaled_dot_product_attention takes is_causal or attn_mask, not both")
             attn_mask = free_const(T, True, "bool", (self.shape[-2], key.shape[-2])).tril()
         qk = self.matmul(key.transpose(-2, -1)) * (1 / math.sqrt(self.shape[-1]))
         if attn_mask is not None:
@@ -405,7 +412,7 @@ class MoreOps(ExtraOps):
         cdim = 0 if self.ndim == 1 else 1
         if Y.shape != self.shape:
             if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]:
-                raise ValueError(f"cross_entropy: target {Y.shape} does not match logits {self.shape}")
+                raise tensor_args.BadArgError(f"cross_entropy: target {Y.shape} does not match logits {self.shape}")
             Y = tensor_args.one_hot_along(tensor_args.int_index(type(self), Y, "cross_entropy Y"), self.shape[cdim], cdim).where(1.0, 0.0)
         Y = (1 - label_smoothing) * Y + label_smoothing / self.shape[cdim]
         return _do_reduction(-(self.log_softmax(cdim) * Y).sum(cdim), reduction)
@@ -451,7 +458,7 @@ class MoreOps(ExtraOps):
         index = tensor_args.int_index(type(self), index, "gather index")
         d = tensor_args.axis(dim, self.ndim, self.shape)
         if index.ndim != self.ndim or any(a > b for i, (a, b) in enumerate(zip(index.shape, self.shape)) if i != d):
-            raise ValueError(f"gather: index {index.shape} does not fit self {self.shape} on dim {dim}")
+            raise tensor_args.BadArgError(f"gather: index {index.shape} does not fit self {self.shape} on dim {dim}")
         x = self.shrink(tuple(None if i == d else (0, s) for i, s in enumerate(index.shape)))
         return x._select_along(d, index)
 
@@ -464,10 +471,10 @@ class MoreOps(ExtraOps):
         if reduce not in (None, "add", "multiply"):
             raise ValueError(f"scatter reduce must be None, 'add' or 'multiply', not {reduce!r}")
         if index.ndim != self.ndim or any(a > b for i, (a, b) in enumerate(zip(index.shape, self.shape)) if i != d):
-            raise ValueError(f"scatter: index {index.shape} does not fit self {self.shape} on dim {dim}")
+            raise tensor_args.BadArgError(f"scatter: index {index.shape} does not fit self {self.shape} on dim {dim}")
         if isinstance(src, T):
             if src.ndim != index.ndim or any(a < b for a, b in zip(src.shape, index.shape)):
-                raise ValueError(f"scatter: src {src.shape} is smaller than index {index.shape}")
+                raise tensor_args.BadArgError(f"scatter: src {src.shape} is smaller than index {index.shape}")
             src = src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
         else:
             src = free_const(T, src, self.dtype, index.shape)
@@ -547,7 +554,8 @@ class MoreOps(ExtraOps):
 
     def _cum_extreme(self: Tensor, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
         T = type(self)
-        if self.ndim == 0:
+        if self.ndim == 0:  # its only axis is 0 (or -1)
+            tensor_args.axis(axis, 1, self.shape)
             return self, T.zeros((), dtype="int32")
         ax = tensor_args.axis(axis, self.ndim, self.shape)
         x = self.transpose(ax, -1)
@@ -594,6 +602,8 @@ class MoreOps(ExtraOps):
         if steps < 0:
             raise ValueError(f"linspace steps must be >= 0, got {steps}")
         dt = _to_dtype(dtype) or _dtypes().float32
+        if dt == _dtypes().bool:
+            raise ValueError("linspace cannot make bool values: give a number dtype")
         if steps == 1:
             return T.full((1,), start, dtype=dt, device=device)
         step = (stop - start) / (steps - 1) if steps > 1 else 0.0
@@ -772,12 +782,12 @@ def _einsum_letters(formula: str, ops: list) -> tuple[list[str], str]:
     lhs, arrow, rhs = formula.replace(" ", "").partition("->")
     ins = lhs.split(",")
     if len(ins) != len(ops):
-        raise ValueError(f"einsum {formula!r} names {len(ins)} operands, got {len(ops)}")
-    ins = [_expand_ellipsis(s, o.ndim, formula) for s, o in zip(ins, ops)]
+        raise tensor_args.BadArgError(f"einsum {formula!r} names {len(ins)} operands, got {len(ops)}")
+    ell = _ellipsis_len(lhs, ops)
+    ins = [_expand_ellipsis(s, o.ndim, formula, total=ell) for s, o in zip(ins, ops)]
     for s, o in zip(ins, ops):
         if len(s) != o.ndim:
             raise ValueError(f"einsum {formula!r}: operand {s!r} does not match shape {o.shape}")
-    ell = _ellipsis_len(lhs, ops)
     if arrow:
         return ins, _expand_ellipsis(rhs, None, formula, ell_len=ell)
     letters = "".join(ins)
@@ -792,7 +802,7 @@ def _einsum_sizes(formula: str, prepared: list) -> dict[str, int]:
         for c, n in zip(s, o.shape):
             old = sizes.setdefault(c, n)
             if old != n and 1 not in (old, n):
-                raise ValueError(f"einsum {formula!r}: letter {c!r} has sizes {old} and {n}")
+                raise tensor_args.BadArgError(f"einsum {formula!r}: letter {c!r} has sizes {old} and {n}")
             sizes[c] = max(old, n)
     return sizes
 
@@ -801,15 +811,18 @@ def _ellipsis_len(lhs: str, ops: list) -> int:
     return max((o.ndim - (len(s) - 3) for s, o in zip(lhs.split(","), ops) if "..." in s), default=0)
 
 
-def _expand_ellipsis(s: str, ndim: int | None, formula: str, ell_len: int | None = None) -> str:
+def _expand_ellipsis(s: str, ndim: int | None, formula: str, ell_len: int | None = None, total: int = 0) -> str:
+    """`s` with "..." spelled out; an operand with fewer "..." axes than the longest (`total`) takes the
+    last letters, so the axes broadcast right-aligned as numpy's."""
     if "..." not in s:
         if any(c not in string.ascii_letters for c in s):
             raise ValueError(f"einsum {formula!r}: only letters and '...' are allowed")
         return s
     k = (ndim - (len(s) - 3)) if ell_len is None else ell_len
     if k < 0:
-        raise ValueError(f"einsum {formula!r}: too many letters for an operand of {ndim} axes")
-    return s.replace("...", "".join(_ELLIPSIS_LETTERS[:k]))
+        raise tensor_args.BadArgError(f"einsum {formula!r}: too many letters for an operand of {ndim} axes")
+    first = max(total - k, 0) if ell_len is None else 0
+    return s.replace("...", "".join(_ELLIPSIS_LETTERS[first:first + k]))
 
 
 def _einsum_diagonals(o: Tensor, s: str) -> tuple[Tensor, str]:
