@@ -68,7 +68,7 @@ def test_symbolic_slices_and_reshapes_that_cannot_be_done_say_why():
     x = realized(DATA)
     with pytest.raises(IndexError, match="a symbolic slice takes step 1"):
         x[:v:2]
-    with pytest.raises(IndexError, match="a symbolic slice takes no negative bounds"):
+    with pytest.raises(IndexError, match="a negative bound and a symbolic one in one slice are not taken"):
         x[-2:v]
     with pytest.raises(ValueError, match=r"cannot reshape \(\(BIND n 3\), 4\) to \(-1,\): with symbolic sizes"):
         x[:v].reshape(-1)
@@ -108,7 +108,7 @@ def test_an_int_index_and_a_pad_on_a_symbolic_axis(n):
     np.testing.assert_array_equal((x * 2)[0, 1:3].numpy(), DATA[0, 1:3] * 2)
     np.testing.assert_array_equal(x.pad(((1, 2), (0, 1))).sum(0).numpy(), np.pad(DATA[:n], ((1, 2), (0, 1))).sum(0))
     np.testing.assert_array_equal(x.pad(((-1, 0), None)).sum(0).numpy(), DATA[1:n].sum(0))
-    with pytest.raises(IndexError, match=r"index 1 on the symbolic axis 0 .*only 0 <= index < 1"):
+    with pytest.raises(IndexError, match=r"index 1 on the symbolic axis 0 .*only -1 <= index < 1"):
         x[1]
     with pytest.raises(ValueError, match="bad padding"):
         x.pad(((-1, -1), None))

@@ -77,7 +77,7 @@ def infer_shape(u: UOp) -> tuple | None:
         return None if inner is None else tuple(inner[i] for i in u.arg)
     if op is Ops.PAD:
         inner = u.src[0].shape
-        return None if inner is None else tuple(s + b + a for s, (b, a) in zip(inner, u.arg))
+        return None if inner is None else tuple(size_sum(s, b, a) for s, (b, a) in zip(inner, u.arg))
     if op is Ops.SHRINK:
         return tuple(shrink_span(b, e) for b, e in u.arg)
     if op is Ops.FLIP:
@@ -109,7 +109,55 @@ def shrink_span(start: Any, end: Any) -> Any:
         return end
     if not isinstance(end, int) and end.op is Ops.ADD and end.src[0] is start and end.src[1].op is Ops.CONST:
         return end.src[1].arg
-    return end - start
+    return size_sum(end, (start, -1))
+
+
+def size_sum(*terms: Any) -> Any:
+    """The sum of sizes (ints, or bound variables combined by + and -; `(x, -1)` subtracts x) in one
+    canonical form: an int when the variables cancel (`1 + v + (15 - v)` is 16), else the variables in
+    name order, added, then subtracted, then the constant. Equal sums are the same (interned) node, so a
+    padded kv-cache row and a fixed-size one broadcast together."""
+    coeffs: dict[Any, int] = {}
+    const = 0
+    for t in terms:
+        x, sign = t if isinstance(t, tuple) else (t, 1)
+        const += _collect_linear(x, sign, coeffs)
+    return _rebuild(coeffs, const)
+
+
+def _collect_linear(x: Any, sign: int, coeffs: dict) -> int:
+    """Adds x's variables, times `sign`, into `coeffs`; returns its constant part times `sign`."""
+    if isinstance(x, int):
+        return sign * x
+    if x.op is Ops.CONST:
+        return sign * int(x.arg)
+    if x.op in (Ops.ADD, Ops.SUB):
+        right = sign if x.op is Ops.ADD else -sign
+        return _collect_linear(x.src[0], sign, coeffs) + _collect_linear(x.src[1], right, coeffs)
+    coeffs[x] = coeffs.get(x, 0) + sign  # a variable (BIND / DEFINE_VAR) or any other size node, kept whole
+    return 0
+
+
+def _rebuild(coeffs: dict, const: int) -> Any:
+    items = sorted(((v, c) for v, c in coeffs.items() if c), key=lambda vc: (_var_name(vc[0]), repr(vc[0])))
+    if not items:
+        return const
+    like = items[0][0]  # constants of the variables' dtype (index), built from one of them
+    out = None
+    for v, c in [vc for vc in items if vc[1] > 0] + ([(like.const_like(const), 1)] if const > 0 else []):
+        for _ in range(c):
+            out = v if out is None else out + v
+    if out is None:
+        out = like.const_like(0)
+    for v, c in [vc for vc in items if vc[1] < 0] + ([(like.const_like(-const), -1)] if const < 0 else []):
+        for _ in range(-c):
+            out = out - v
+    return out
+
+
+def _var_name(v: Any) -> str:
+    base = v.src[0] if v.op is Ops.BIND else v
+    return str(base.arg[0]) if base.op is Ops.DEFINE_VAR else ""
 
 
 def open_ranges(u: UOp) -> tuple[UOp, ...]:

@@ -391,6 +391,12 @@ def buffer_under(u: UOp) -> UOp | None:
     return u if u.op is Ops.BUFFER else None
 
 
+def can_carry_tag(x: UOp) -> bool:
+    """Whether a tensor folded onto `x` (an identity: `x * 1`) keeps its tag through the schedule: a computed
+    value or a view of a buffer or a constant does; a view of a computed value does not (untag-movement)."""
+    return x.op not in GroupOp.Movement or buffer_under(x) is not None or x.base.op is Ops.CONST
+
+
 # ops whose sources are read at the op's own index
 _SAME_INDEX = GroupOp.Elementwise | {Ops.NOOP}
 
@@ -523,7 +529,7 @@ SCHEDULE_HELPERS = {
     "axes_to_end": axes_to_end, "independent_of": independent_of, "affine_in": affine_in,
     "sum_commutes_with_cast": sum_commutes_with_cast, "used_or_longer_ranges": used_or_longer_ranges,
     "reads_target_elsewhere": reads_target_elsewhere, "buffer_under": buffer_under,
-    "same_but_tags": same_but_tags, "reads": reads, "splat_of": splat_of,
+    "same_but_tags": same_but_tags, "reads": reads, "splat_of": splat_of, "can_carry_tag": can_carry_tag,
     "reshape_indices": reshape_indices, "pad_indices": pad_indices, "pad_valid": pad_valid,
     "expand_indices": expand_indices, "expand_end": expand_end, "unindexed": unindexed,
     "trip_count": trip_count,

@@ -21,7 +21,7 @@ import numpy as np
 from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.uop import UOp
-from rulec.runtime.ir.shape import shrink_span
+from rulec.runtime.ir.shape import shrink_span, size_sum
 
 if TYPE_CHECKING:
     from rulec.runtime.tensor.tensor import Tensor
@@ -78,10 +78,21 @@ def _size_or_var(v: Any, what: str, allow_none: bool) -> Any:
     if v is None and allow_none:
         return None
     if isinstance(v, UOp):
-        if v.op not in (Ops.BIND, Ops.DEFINE_VAR):
-            raise ValueError(f"{what}: a symbolic size must be a bound variable, not {v.op.name}")
-        return v
+        if not _is_size_expression(v):
+            raise ValueError(f"{what}: a symbolic size must be a bound variable or a sum of them and integers, "
+                             f"not {v.op.name}")
+        return size_sum(v)  # one form per sum: `start_pos + n` and `n + start_pos` are one size
     return as_int(v, what)
+
+
+_SIZE_OPS = (Ops.BIND, Ops.DEFINE_VAR, Ops.CONST, Ops.ADD, Ops.SUB)
+
+
+def _is_size_expression(v: UOp) -> bool:
+    """A symbolic size rulec takes: bound variables and integers combined by + and - (`start_pos + n`)."""
+    if v.op in (Ops.BIND, Ops.DEFINE_VAR):
+        return True
+    return v.op in _SIZE_OPS and all(_is_size_expression(s) for s in v.src)
 
 
 def _is_one_value(x: Any) -> bool:
@@ -151,15 +162,37 @@ def pad_pairs(padding: Any, ndim: int, shape: tuple) -> tuple[tuple[int, int], .
         raise TypeError(f"{bad}: give a sequence of pairs or of ints")
     items = tuple(padding)
     if items and all(_is_one_value(p) and p is not None for p in items):
-        flat = tuple(as_int(p, f"padding {padding!r}: every entry") for p in items)
+        flat = tuple(_pad_amount(p, f"padding {padding!r}: every entry") for p in items)
         if len(flat) % 2 or len(flat) // 2 > ndim:
             raise ValueError(bad)
         pairs = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)][::-1]
         return ((0, 0),) * (ndim - len(pairs)) + tuple(pairs)
-    pairs = tuple((0, 0) if p is None else int_pair(p, f"padding {padding!r}: every entry") for p in items)
+    pairs = tuple((0, 0) if p is None else _pad_pair(p, f"padding {padding!r}: every entry") for p in items)
     if len(pairs) != ndim:
         raise ValueError(bad)
     return pairs
+
+
+def _pad_amount(v: Any, what: str) -> Any:
+    """An int, or a symbolic amount (`maxlen - start_pos - n`) that is >= 0 for every value of its variables:
+    a negative constant pad crops, and a crop whose size depends on a binding is not taken."""
+    if not isinstance(v, UOp):
+        return as_int(v, what)
+    amount = _size_or_var(v, what, allow_none=False)
+    if amount.vmin < 0:
+        raise ValueError(f"{what}: the symbolic amount {v} can be negative (down to {amount.vmin}); "
+                         "a symbolic pad must be >= 0 for every value of its variables")
+    return amount
+
+
+def _pad_pair(v: Any, what: str) -> tuple[Any, Any]:
+    if _is_one_value(v):
+        n = _pad_amount(v, what)
+        return (n, n)
+    items = tuple(v)
+    if len(items) != 2:
+        raise ValueError(f"{what} must be an int or a pair, got {v!r}")
+    return (_pad_amount(items[0], what), _pad_amount(items[1], what))
 
 
 def shrink_bounds(arg: Any, shape: tuple) -> tuple[tuple[Any, Any], ...]:
@@ -179,7 +212,8 @@ def shrink_bounds(arg: Any, shape: tuple) -> tuple[tuple[Any, Any], ...]:
 
     def fits(s: Any, b: Any, e: Any) -> bool:
         n = shrink_span(b, e)
-        ordered = n >= 0 if isinstance(n, int) else hi(b) <= lo(e)  # (v, v + 1): one element for every v
+        # (v, v + 1) is one element for every v; (v, v + n) is n (a size sum cancels v), >= 0 by n's bounds
+        ordered = n >= 0 if isinstance(n, int) else n.vmin >= 0
         return 0 <= lo(b) and ordered and hi(e) <= hi(s)
     if any(not fits(s, b, e) for s, (b, e) in zip(shape, bounds)):
         raise ValueError(bad)
