@@ -32,8 +32,13 @@ def test_fixed_point_reaches_through_new_nodes(rules):
     assert rs.rewrite(((y * 0) + x) * 1 + ((x * 0) + 0)) is x * 1
 
 
-def test_shared_nodes_are_rewritten_once(rules):
-    rs = rules.load("""
+@pytest.fixture
+def count_adds(rules):
+    """A rule set whose one rule records (in counting_callbacks.SEEN, emptied here) every ADD it is tried on."""
+    import counting_callbacks
+
+    counting_callbacks.SEEN.clear()
+    return rules.load("""
         count:
           rules:
             - name: count-adds
@@ -41,9 +46,12 @@ def test_shared_nodes_are_rewritten_once(rules):
               call: counting_callbacks:count
         callbacks: [counting_callbacks]
     """)
+
+
+def test_shared_nodes_are_rewritten_once(count_adds):
     import counting_callbacks
 
-    counting_callbacks.SEEN.clear()
+    rs = count_adds
     shared = x + y
     graph_rewrite(UOp.sink(shared * 2, shared * 3, shared), rs.matcher)
     assert counting_callbacks.SEEN == [shared]
@@ -274,18 +282,10 @@ def test_a_matcher_from_entries_alone_runs_them_in_order():
 
 
 @pytest.mark.parametrize("bottom_up", [False, True])
-def test_subgraphs_no_rule_is_rooted_in_are_taken_whole(rules, bottom_up):
-    rs = rules.load("""
-        count:
-          rules:
-            - name: count-adds
-              match: a@(ADD _ _)
-              call: counting_callbacks:count
-        callbacks: [counting_callbacks]
-    """)
+def test_subgraphs_no_rule_is_rooted_in_are_taken_whole(count_adds, bottom_up):
     import counting_callbacks
 
-    counting_callbacks.SEEN.clear()
+    rs = count_adds
     muls = x * y
     for i in range(50):  # no ADD at or below: nothing can fire there
         muls = muls * (i + 2)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -145,13 +145,18 @@ def axes(arg: Any, ndim: int, shape: tuple, what: str = "axis", reduction: bool 
 
 def int_pair(v: Any, what: str) -> tuple[int, int]:
     """An int meaning (v, v), or a pair of ints."""
+    return _pair(v, what, as_int)
+
+
+def _pair(v: Any, what: str, one: Callable[[Any, str], Any]) -> tuple[Any, Any]:
+    """`one(v)` twice for a single value, or `one` of each item of a pair."""
     if _is_one_value(v):
-        n = as_int(v, what)
+        n = one(v, what)
         return (n, n)
     items = tuple(v)
     if len(items) != 2:
         raise ValueError(f"{what} must be an int or a pair, got {v!r}")
-    return (as_int(items[0], what), as_int(items[1], what))
+    return (one(items[0], what), one(items[1], what))
 
 
 def pad_pairs(padding: Any, ndim: int, shape: tuple) -> tuple[tuple[int, int], ...]:
@@ -186,13 +191,7 @@ def _pad_amount(v: Any, what: str) -> Any:
 
 
 def _pad_pair(v: Any, what: str) -> tuple[Any, Any]:
-    if _is_one_value(v):
-        n = _pad_amount(v, what)
-        return (n, n)
-    items = tuple(v)
-    if len(items) != 2:
-        raise ValueError(f"{what} must be an int or a pair, got {v!r}")
-    return (_pad_amount(items[0], what), _pad_amount(items[1], what))
+    return _pair(v, what, _pad_amount)
 
 
 def shrink_bounds(arg: Any, shape: tuple) -> tuple[tuple[Any, Any], ...]:
