@@ -139,7 +139,7 @@ def _copy_earlier_version_sources(src: tuple[UOp, ...], reads: dict[UOp, frozens
     of (or depends on a later assign to it) wrapped in a CONTIGUOUS (its sets recorded)."""
     read_here = _union([reads[x] for x in src])
     assigns_here = _union([below[x] for x in src])
-    if len(read_here) < 1 or len(assigns_here) < 1:
+    if not read_here or not assigns_here:
         return src
     stale = frozenset(v for v in read_here if any(_later(a, v) for a in assigns_here))
     if not stale:
