@@ -164,7 +164,7 @@ def main() -> None:
             sizes = [int(s) for s in args.sizes.split(",")]
         elif args.quick:
             sizes = quick
-        first: tuple[float, float | None] | None = None
+        points: list[tuple[int, float, float | None]] = []  # (size, rulec ms, tinygrad ms)
         for size in sizes:
             arrays, prog = inputs(family, size), program(family, size)
             rulec = Runner(RTensor, prog, arrays, args.gc_collect)
@@ -186,24 +186,44 @@ def main() -> None:
             else:
                 print(f"{name:34} {rulec.uops:6d} {f'{rulec.kernels} / -':>23} {r_ms:9.1f} {'-':>12} {'-':>15}",
                       flush=True)
-            t_now = statistics.median(tiny.times[1:]) * 1e3 if tiny is not None else None
-            first = first or (r_ms, t_now)
-        if first is not None and len(sizes) > 1:
-            print(growth_line(label, sizes, first, (r_ms, t_now)), flush=True)
+            points.append((size, r_ms, statistics.median(tiny.times[1:]) * 1e3 if tiny is not None else None))
+        if len(points) > 1:
+            print(growth_lines(label, points), flush=True)
 
 
-def growth_line(label: str, sizes: list[int], first: tuple[float, float | None],
-                last: tuple[float, float | None]) -> str:
-    """How much each scheduler's time grew from the family's smallest size to its largest: the one that
-    grows less scales better (a fixed cost per schedule also lowers this factor), and what each unit added
-    (a layer, a block, an op) cost on average, which a fixed cost does not change."""
-    span = f"{label.format(sizes[0])} -> {sizes[-1]}"
-    units = sizes[-1] - sizes[0]
-    tiny = f"{last[1] / first[1]:.1f}x" if first[1] and last[1] else "-"
-    per_unit = f"rulec {(last[0] - first[0]) / units:.3g} ms"
-    if first[1] and last[1]:
-        per_unit += f", tinygrad {(last[1] - first[1]) / units:.3g} ms"
-    return f"  growth, {span}: rulec {last[0] / first[0]:.1f}x, tinygrad {tiny}; per unit added: {per_unit}"
+def growth_lines(label: str, points: list[tuple[int, float, float | None]]) -> str:
+    """How each scheduler's time grows over a family's sizes.
+
+    The growth factor (largest size's time / smallest's) also falls with a larger fixed cost per schedule,
+    so the time is split, by a least-squares line over all sizes, into a fixed part and a part per unit
+    added (a layer, a block, an op): the ratio of the per-unit parts is the lead the largest graphs tend
+    to. Whether the per-unit cost itself grows (superlinear time) shows in the cost of a unit over the
+    first interval of sizes against the last."""
+    (s0, r0, t0), (s1, r1, t1) = points[0], points[-1]
+    have_tiny = all(t is not None for _, _, t in points)
+    out = [f"  growth, {label.format(s0)} -> {s1}: rulec {r1 / r0:.1f}x"
+           + (f", tinygrad {t1 / t0:.1f}x" if have_tiny else "")]
+    fits = [("rulec", _line_fit([(s, r) for s, r, _ in points]))]
+    if have_tiny:
+        fits.append(("tinygrad", _line_fit([(s, t) for s, _, t in points])))
+    out.append("  fixed + per unit (least squares): " + "; ".join(f"{who} {a:.3g} + {b:.3g} ms" for who, (a, b) in fits)
+               + (f"; per-unit ratio tinygrad/rulec {fits[1][1][1] / fits[0][1][1]:.2f}x" if have_tiny else ""))
+    if len(points) > 2:
+        def unit(k: int, i: int) -> float:
+            return (points[i + 1][k] - points[i][k]) / (points[i + 1][0] - points[i][0])
+        steps = [("rulec", 1)] + ([("tinygrad", 2)] if have_tiny else [])
+        out.append("  per unit, first interval -> last: "
+                   + "; ".join(f"{who} {unit(k, 0):.3g} -> {unit(k, len(points) - 2):.3g} ms" for who, k in steps))
+    return "\n".join(out)
+
+
+def _line_fit(xy: list[tuple[int, float]]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through the points."""
+    n = len(xy)
+    mx, my = sum(x for x, _ in xy) / n, sum(y for _, y in xy) / n
+    sxx = sum((x - mx) ** 2 for x, _ in xy)
+    slope = sum((x - mx) * (y - my) for x, y in xy) / sxx
+    return my - slope * mx, slope
 
 
 if __name__ == "__main__":
