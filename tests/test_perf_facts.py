@@ -14,8 +14,8 @@ import pytest
 from rulec.runtime.ir.dtype import dtypes
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.uop import substitute
-from rulec.runtime.schedule.helpers import (_flatten_indices, _folded, _merge_split_indices, reshape_indices,
-                                            substitute_all)
+from rulec.runtime.schedule.helpers import (_flatten_indices, _folded, _merge_split_indices, _squeeze_indices,
+                                            reshape_indices, substitute_all)
 from rulec.runtime.ir.uop import UOp, op_mask
 
 
@@ -52,6 +52,62 @@ def test_reshape_indices_built_directly_equal_the_folded_ones(total):
                         assert tuple(got) == tuple(_folded(idxs, out_shape, in_shape)), (out_shape, in_shape, idxs)
                 assert tuple(reshape_indices(idxs, out_shape, in_shape)) == tuple(_folded(idxs, out_shape, in_shape))
     assert taken > 0 or total == 1
+
+
+def _expression_indices(size: int, start: int) -> list[UOp]:
+    """Index expressions that stay in a dim of `size`, in the form merges and splits above a reshape leave
+    them (the rules' normal form): a division and a remainder of a longer range, and the merge of two ranges
+    (inner range first)."""
+    out = [UOp.range(size, start)]
+    if size > 1:
+        out += [UOp.range(size * 3, start + 1) // 3, UOp.range(size + 2, start + 2) % size]
+        for a in range(2, size):
+            if size % a == 0:
+                out.append(UOp.range(size // a, start + 4) + UOp.range(a, start + 3) * (size // a))
+    return out
+
+
+def _split_digits(shape: tuple[int, ...]) -> list[tuple[UOp, ...]]:
+    """Indices where one range was split over every dim of size > 1 (a reshape above split it): its digits."""
+    sizes = [d for d in shape if d > 1]
+    r, out, stride = UOp.range(math.prod(sizes), 90), [], math.prod(sizes)
+    for d in shape:
+        if d == 1:
+            out.append(UOp.const(dtypes.index, 0))
+            continue
+        stride //= d
+        digit = r // stride if stride > 1 else r
+        out.append(digit % d if d * stride < r.src[0].arg else digit)
+    return [tuple(out)] if len(sizes) > 1 else []
+
+
+@pytest.mark.parametrize("total", [4, 6, 12])
+def test_reshape_of_expression_indices_built_directly_equals_the_folded_one(total):
+    taken = {_squeeze_indices: 0, _flatten_indices: 0}
+    for out_shape in _shapes(total, 4):
+        choices = [_expression_indices(size, 10 * k) if size > 1 else [UOp.const(dtypes.index, 0)]
+                   for k, size in enumerate(out_shape)]
+        for idxs in [*itertools.product(*choices), *_split_digits(out_shape)]:
+            for in_shape in _shapes(total, 4):
+                for direct in taken:
+                    got = direct(idxs, out_shape, in_shape)
+                    if got is not None:
+                        taken[direct] += 1
+                        assert tuple(got) == tuple(_folded(idxs, out_shape, in_shape)), (out_shape, in_shape, idxs)
+    assert all(taken.values()), taken
+
+
+def test_an_index_the_rules_would_rewrite_takes_the_folded_path():
+    r, r2 = UOp.range(6, 0), UOp.range(4, 1)
+    spans_more = (r // 2, r2)  # r // 2 is 0..2: more than a dim of 2
+    not_inner_first = (r2 * 6 + r, UOp.range(5, 2))  # a merge with its outer range first
+    split_pair = (r // 3, r % 3)  # two digits of one range: their flat sum folds back to it
+    cases = [(spans_more, (2, 4), (2, 1, 4)), (spans_more, (2, 4), (8,)), (not_inner_first, (24, 5), (24, 1, 5)),
+             (not_inner_first, (24, 5), (120,)), (split_pair, (2, 3), (6,))]
+    for idxs, out_shape, in_shape in cases:
+        assert _squeeze_indices(idxs, out_shape, in_shape) is None
+        assert _flatten_indices(idxs, out_shape, in_shape) is None
+        assert reshape_indices(idxs, out_shape, in_shape) == _folded(idxs, out_shape, in_shape)
 
 
 def test_reshape_of_an_expression_index_takes_the_folded_path():

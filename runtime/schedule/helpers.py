@@ -58,12 +58,14 @@ def _is_zero(i: UOp) -> bool:
 
 def reshape_indices(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -> tuple[UOp, ...]:
     """Indices into a RESHAPE's source: the index linearized over the result's shape, split over the
-    source's. Where the reshape only merges or splits dims of plain ranges, or flattens, built directly in
-    the form the `symbolic` rules give (no nested rewrite: most reshapes); otherwise folded through them."""
-    direct = _merge_split_indices(idxs, out_shape, in_shape)
-    if direct is None:
-        direct = _flatten_indices(idxs, out_shape, in_shape)
-    return direct if direct is not None else _folded(idxs, out_shape, in_shape)
+    source's. Where the reshape only merges or splits dims of plain ranges, adds or drops dims of size 1, or
+    flattens, built directly in the form the `symbolic` rules give (no nested rewrite: most reshapes);
+    otherwise folded through them."""
+    for direct in (_merge_split_indices, _squeeze_indices, _flatten_indices):
+        got = direct(idxs, out_shape, in_shape)
+        if got is not None:
+            return got
+    return _folded(idxs, out_shape, in_shape)
 
 
 def _folded(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -> tuple[UOp, ...]:
@@ -94,8 +96,12 @@ def _flatten_indices(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -
         st, stride = stride, stride * size
         if _is_zero(i):
             continue
-        if i.op is not Ops.RANGE or i.src[0].op is not Ops.CONST or i.src[0].arg != size:
-            return None
+        if not _plain_range(i, size):
+            # a merge of ranges (a reshape above merged dims) is the innermost term as it is
+            if not (st == 1 and flat is None and _mixed_radix(i, size)):
+                return None
+            flat, zero_sum = i, False
+            continue
         unit = size == 1
         if unit and st != 1:
             continue  # a product with a range of one iteration folds to 0
@@ -111,6 +117,66 @@ def _flatten_indices(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -
     return tuple(_idx(0) if d == 1 else (_idx(0) if flat is None else flat) for d in in_shape)
 
 
+def _plain_range(i: UOp, size: int) -> bool:
+    return i.op is Ops.RANGE and i.src[0].op is Ops.CONST and i.src[0].arg == size
+
+
+def _mixed_radix(i: UOp, size: int) -> bool:
+    """Whether `i` is a merge of plain ranges as `_merge_split_indices` builds it, covering a dim of `size`:
+    r0 + r1 * n0 + r2 * (n0 * n1) + ..., inner ranges first (the form the rules leave such a sum in)."""
+    terms: list[UOp] = []
+    while i.op is Ops.ADD:
+        i, last = i.src
+        terms.append(last)
+    terms.append(i)
+    terms.reverse()
+    if len(terms) < 2:
+        return False
+    stride = 1
+    for k, t in enumerate(terms):
+        if k:
+            if t.op is not Ops.MUL or t.src[1].op is not Ops.CONST or t.src[1].arg != stride:
+                return False
+            t = t.src[0]
+        if t.op is not Ops.RANGE or t.src[0].op is not Ops.CONST or t.src[0].arg < 2:
+            return False
+        stride *= t.src[0].arg
+    return stride == size
+
+
+def _digit(i: UOp, size: int) -> bool:
+    """Whether `i` is one digit of a plain range that a reshape above split, r // c, r % n or (r // c) % n,
+    spanning a dim of `size` (the rules leave these as they are)."""
+    x, divisors = i, []
+    for op in (Ops.MOD, Ops.IDIV):
+        if x.op is op:
+            x, d = x.src
+            divisors.append(d)
+    return bool(divisors) and all(d.op is Ops.CONST for d in divisors) and x.op is Ops.RANGE \
+        and x.src[0].op is Ops.CONST and i.vmin == 0 and i.vmax == size - 1
+
+
+def _squeeze_indices(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -> tuple[UOp, ...] | None:
+    """`reshape_indices` without rewriting, for a reshape that only adds or drops dims of size 1 (0 on the
+    dropped ones), indexed with plain ranges, merges of them and digits of them: the indices pass through
+    as they are (the rules fold the flat index back to each)."""
+    if not all(type(d) is int for d in (*out_shape, *in_shape)):
+        return None
+    if [d for d in out_shape if d != 1] != [d for d in in_shape if d != 1]:
+        return None
+    kept = []
+    for size, i in zip(out_shape, idxs):
+        if size == 1:
+            if not _is_zero(i):
+                return None
+        elif _plain_range(i, size) or _mixed_radix(i, size) or _digit(i, size):
+            kept.append(i)
+        else:
+            return None
+    it = iter(kept)
+    return tuple(_idx(0) if d == 1 else next(it) for d in in_shape)
+
+
 def _merge_split_indices(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tuple) -> tuple[UOp, ...] | None:
     """`reshape_indices` without rewriting, for a reshape of constant shapes that only merges or splits
     dims, indexed with ranges of the dims' own sizes (or 0 on size-1 dims); None in any other case (the
@@ -120,8 +186,7 @@ def _merge_split_indices(idxs: tuple[UOp, ...], out_shape: tuple, in_shape: tupl
     # the result's dims of size > 1, innermost first: (size, stride in the flat index, index)
     dims, stride = [], 1
     for size, i in reversed(list(zip(out_shape, idxs))):
-        if not (_is_zero(i) or (size > 1 and i.op is Ops.RANGE and i.src[0].op is Ops.CONST
-                                and i.src[0].arg == size)):
+        if not (_is_zero(i) or (size > 1 and _plain_range(i, size))):
             return None
         if size > 1:
             dims.append((size, stride, i))
