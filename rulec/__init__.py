@@ -8,11 +8,11 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "load", "Tensor", "dtypes", "Device", "TinyJit"]
 
 
-def load(name_or_path, **kwargs):
+def load(name_or_path: Any, name: str | None = None, build_dir: Any = None, rebuild: bool = True) -> Any:
     """Load a compiled rule set; see rulec.runtime.engine.loading.load."""
     from rulec.runtime.engine.loading import load as _load
 
-    return _load(name_or_path, **kwargs)
+    return _load(name_or_path, name, build_dir, rebuild)
 
 
 def _rebuild(sources: list, out_dir: Any, force: bool) -> Any:

@@ -296,6 +296,16 @@ def test_load_arguments_are_checked_by_name(tmp_path, monkeypatch):
     assert not Path("demo.py").exists()
 
 
+def test_load_takes_the_set_name_by_position_as_documented(tmp_path, monkeypatch):
+    # rulec.load(path, name, build_dir, rebuild): the documented signature, positional arguments included
+    monkeypatch.chdir(tmp_path)
+    Path("r.yaml").write_text(rule())
+    by_position = rulec.load("r.yaml", "demo", tmp_path / "out", True)
+    assert by_position.name == "demo" and rulec.load("r.yaml", name="demo", build_dir=tmp_path / "out") is not None
+    with pytest.raises(TypeError, match="name must be a str or None, not int"):
+        rulec.load("r.yaml", 5)
+
+
 def test_rewrite_arguments_are_checked_by_name(rules):
     rs = rules.load(rule())
     for engine in ("python", "egglog"):
