@@ -16,12 +16,14 @@ from . import __version__
 from .diagnostics import CompileError, Diagnostic, printable
 
 
-def _print_diagnostics(diags: list[Diagnostic], stream=None) -> None:
+def _print_diagnostics(diags: list[Diagnostic], stream=None, texts: dict[str, str] | None = None) -> None:
+    """Diagnostics, errors first, each with its source line (`texts`: files given as text, by name)."""
     stream = stream or sys.stderr
+    lines = {name: text.splitlines(keepends=True) for name, text in (texts or {}).items()}
     order = {"error": 0, "warning": 1, "note": 2}
     for d in sorted(diags, key=lambda d: (order[d.severity], str(d.loc.file if d.loc else ""),
                                           d.loc.line if d.loc else 0, d.loc.col if d.loc else 0)):
-        print(d.render(), file=stream)
+        print(d.render(lines), file=stream)
 
 
 def _summary(diags: list[Diagnostic]) -> str:
@@ -30,8 +32,15 @@ def _summary(diags: list[Diagnostic]) -> str:
     return f"{e} error{'s' * (e != 1)}, {w} warning{'s' * (w != 1)}"
 
 
-def _check_paths(paths: list[str]) -> list[str]:
-    missing = [p for p in paths if not Path(p).exists()]
+STDIN = "-"  # `rulec check -`: one rule file read from standard input, shown as <stdin>
+
+
+def _check_paths(paths: list[str], stdin_ok: bool = False) -> list[str]:
+    if STDIN in paths and not stdin_ok:
+        raise SystemExit(_usage_error("'-' (standard input) can only be checked: rulec check -"))
+    if paths.count(STDIN) > 1:
+        raise SystemExit(_usage_error("'-' (standard input) can be given once"))
+    missing = [p for p in paths if p != STDIN and not Path(p).exists()]
     if missing:
         raise SystemExit(_usage_error(f"no such file or directory: {', '.join(missing)}"))
     from rulec.runtime.engine.artifacts import rule_files
@@ -63,17 +72,31 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .compiler import compile_project
     from .build import default_sources
 
-    paths = _check_paths(args.paths) or default_sources()
+    paths = _check_paths(args.paths, stdin_ok=True)
+    texts = None
+    if STDIN in paths:
+        from .reading import MAX_SOURCE_BYTES, SourceError, decode_source
+
+        paths = [p for p in paths if p != STDIN]
+        try:
+            texts = {"<stdin>": decode_source(sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1), "<stdin>")}
+        except SourceError as e:
+            bad = [Diagnostic("error", e.loc, str(e))]
+            _print_diagnostics(bad)
+            print(_summary(bad), file=sys.stderr)
+            return 1
+    elif not paths:
+        paths = default_sources()
     try:
-        project = compile_project(paths)
+        project = compile_project(paths, texts=texts)
     except CompileError as e:
-        _print_diagnostics(e.diagnostics)
+        _print_diagnostics(e.diagnostics, texts=texts)
         print(_summary(e.diagnostics), file=sys.stderr)
         return 1
-    _print_diagnostics(project.diagnostics)
+    _print_diagnostics(project.diagnostics, texts=texts)
     n_rules = sum(len(rs.rules) for rs in project.rulesets.values())
     if not args.quiet:
-        print(f"checked {len(project.files)} file(s), {len(project.rulesets)} rule set(s), {n_rules} rule(s): "
+        print(f"checked {len(project.files) + len(texts or {})} file(s), {len(project.rulesets)} rule set(s), {n_rules} rule(s): "
               f"{_summary(project.diagnostics)}", file=sys.stderr)
     return 1 if (args.werror and project.warnings) else 0
 
@@ -190,7 +213,8 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--force", action="store_true", help="regenerate every rule set")
     b.set_defaults(func=cmd_build)
 
-    c = sub.add_parser("check", help="parse and check rule files without writing anything")
+    c = sub.add_parser("check", help="parse and check rule files without writing anything",
+                       epilog="A PATH of '-' reads one rule file from standard input (shown as <stdin>).")
     common(c)
     c.set_defaults(func=cmd_check)
 

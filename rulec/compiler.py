@@ -60,18 +60,27 @@ def display_path(p: Path) -> str:
         return str(p)
 
 
-def compile_project(paths: list[str | Path], import_callbacks: bool = False) -> Project:
+def compile_project(paths: list[str | Path], import_callbacks: bool = False,
+                    texts: dict[str, str] | None = None) -> Project:
     """Parse and check rule files, pipeline files and the op table; raises CompileError listing every error
     (warnings ride along).
 
-    Checking reads callback modules' source and runs none of their code; `import_callbacks=True` (the build)
-    then imports them and verifies that each named function is defined in its module.
+    `texts` adds rule files given as text, by the name diagnostics show (`<stdin>`: `rulec check -`); their
+    callback modules are looked up beside the working directory. Checking reads callback modules' source
+    and runs none of their code; `import_callbacks=True` (the build) then imports them and verifies that
+    each named function is defined in its module.
     """
     files = rule_files(paths)
     rep = Reporter()
     sources: dict[str, str] = {}
     parsed: list[RuleFile] = []
     pipelines: dict[Path, PipelineSpec] = {}
+    for name, text in (texts or {}).items():
+        sources[name] = text
+        try:
+            parsed.append(parse_file(name, text, rep))
+        except CompileError as e:
+            rep.diagnostics.extend(e.diagnostics)
     for f in files:
         name = display_path(f)
         try:

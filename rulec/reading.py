@@ -41,8 +41,14 @@ def read_source(path: Path, shown: str | None = None) -> str:
             data = f.read(MAX_SOURCE_BYTES + 1)  # the file may have grown since stat
     except OSError as e:
         raise SourceError(f"cannot read the file: {e.strerror or e}", whole) from None
+    return decode_source(data, shown)
+
+
+def decode_source(data: bytes, shown: str) -> str:
+    """Rule-file bytes (from a file or standard input) as text, or SourceError at the first bad byte."""
     if len(data) > MAX_SOURCE_BYTES:
-        raise SourceError(f"the file has more than {MAX_SOURCE_BYTES} bytes, the most a rule file may have", whole)
+        raise SourceError(f"the file has more than {MAX_SOURCE_BYTES} bytes, the most a rule file may have",
+                          Loc(shown, 1, 1))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -166,6 +166,24 @@ def test_check_a_good_file(tmp_path):
     assert r.stderr == "checked 1 file(s), 1 rule set(s), 1 rule(s): 0 errors, 0 warnings\n"
 
 
+def test_check_reads_a_rule_file_from_standard_input(tmp_path):
+    cli = [sys.executable, "-m", "rulec.cli", "check"]
+    good = subprocess.run([*cli, "-"], input=GOOD, capture_output=True, text=True, cwd=tmp_path)
+    assert good.returncode == 0 and good.stderr == "checked 1 file(s), 1 rule set(s), 1 rule(s): 0 errors, 0 warnings\n"
+    bad = subprocess.run([*cli, "-"], input=BAD["unknown op"][0].lstrip("\n"), capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.stderr.splitlines()[:2] == ["<stdin>:4:15: error: unknown op or group 'ADDD' (did you mean 'ADD'?)",
+                                           "     4 |       match: (ADDD x 0)"]
+    not_utf8 = subprocess.run([*cli, "-"], input=b"demo: \xff\n", capture_output=True, cwd=tmp_path)
+    assert not_utf8.returncode == 1 and b"<stdin>:1:7: error: not UTF-8 text: byte 0xff" in not_utf8.stderr
+    twice = subprocess.run([*cli, "-", "-"], input="", capture_output=True, text=True, cwd=tmp_path)
+    assert twice.returncode == 2 and "can be given once" in twice.stderr
+    build = subprocess.run([sys.executable, "-m", "rulec.cli", "build", "-"], input=GOOD, capture_output=True,
+                           text=True, cwd=tmp_path)
+    assert build.returncode == 2 and "can only be checked" in build.stderr
+
+
 def test_the_installed_script(tmp_path):
     script = shutil.which("rulec")
     if script is None:
