@@ -238,7 +238,8 @@ class PythonEmitter:
             "from rulec.runtime.engine.helpers import OPERATORS as _OPERATORS, bounded_value",
             *(f"{op} = _OPERATORS[{py_str(op)}]" for op in sorted(OPERATORS)),
             "from rulec.runtime.engine.matcher import Matcher, RuleFailed, RuleInfo",
-            "from rulec.runtime.ir.ops import GroupOp, Ops",
+            "# the ops as plain class attributes: Ops.X on the enum class costs 5x more (runtime/ir/ops.py)",
+            "from rulec.runtime.ir.ops import GroupOp, OpAttrs as Ops",
             "from rulec.runtime.ir.uop import UOp",
         ]
         if self.helpers:
