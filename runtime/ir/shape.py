@@ -5,7 +5,7 @@ import functools
 import operator
 from typing import TYPE_CHECKING, Any, Iterable
 
-from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.ir.ops import GroupOp, OpAttrs as Ops  # plain class attributes: a fast Ops.X
 # where a value lives (its devices; a multi-device value's layout): shape inference reads it for a part
 # of a multi-device value, and callers import device_of/devices_of from here too
 from rulec.runtime.ir.placement import device_of, devices_of, part_shape  # noqa: F401

@@ -10,7 +10,7 @@ import weakref
 from typing import Any, Callable, Generator, Iterator
 
 from rulec.runtime.ir.dtype import DType, PtrDType, dtypes, python_value
-from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.ir.ops import GroupOp, OpAttrs as Ops  # plain class attributes: a fast Ops.X
 from rulec.runtime.ir.walk import run_recursive
 
 _UNSET: Any = object()

@@ -10,7 +10,7 @@ from typing import Any, Generator
 import numpy as np
 
 from rulec.runtime.ir.dtype import DType, PtrDType, dtypes
-from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.ir.ops import GroupOp, OpAttrs as Ops  # plain class attributes: a fast Ops.X
 from rulec.runtime.ir.shape import is_unit_loop
 from rulec.runtime.ir.uop import UOp, op_mask, substitute
 from rulec.runtime.ir.walk import run_recursive

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.ops import OpAttrs as Ops  # plain class attributes: a fast Ops.X
 from rulec.runtime.ir.uop import UOp
 
 # the most lanes an index that intervals cannot place is evaluated exactly over

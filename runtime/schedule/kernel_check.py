@@ -20,7 +20,7 @@ import numpy as np
 
 from rulec.runtime.schedule.kernel_bounds import evaluate_lanes, gate_and_address, out_of_bounds
 from rulec.runtime.ir.dtype import dtypes
-from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.ops import OpAttrs as Ops  # plain class attributes: a fast Ops.X
 from rulec.runtime.ir.uop import UOp
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 
 from rulec.runtime.ir.multi import Layout, device_slice, layout, multi, part_arg, parts
-from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.ir.ops import GroupOp, OpAttrs as Ops  # plain class attributes: a fast Ops.X
 from rulec.runtime.ir.uop import UOp
 from rulec.runtime.schedule.helpers import buffer_under, merge_tags
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.ir.ops import GroupOp, OpAttrs as Ops  # plain class attributes: a fast Ops.X
 from rulec.runtime.ir.uop import UOp
 from rulec.runtime.schedule.helpers import buffer_under
 

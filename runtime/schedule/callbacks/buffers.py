@@ -5,7 +5,7 @@ Fresh buffers are state (each gets a new UNIQUE id), so this is a callback.
 from __future__ import annotations
 
 from rulec.runtime.buffers import new_buffer_uop
-from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.ir.ops import GroupOp, OpAttrs as Ops  # plain class attributes: a fast Ops.X
 from rulec.runtime.ir.shape import prod
 from rulec.runtime.ir.uop import UOp
 from rulec.runtime.schedule.callbacks.rangeify import BufferizeOpts

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.ir.ops import GroupOp, OpAttrs as Ops  # plain class attributes: a fast Ops.X
 from rulec.runtime.ir.uop import UOp, op_mask
 
 _REDUCE, _STORAGE = op_mask(Ops.REDUCE_AXIS), op_mask(Ops.BUFFER, Ops.CONTIGUOUS)

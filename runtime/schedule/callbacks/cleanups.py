@@ -1,7 +1,7 @@
 """Stage `remove costly buffers`, and collecting the buffers that leave the scheduler."""
 from __future__ import annotations
 
-from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.ops import OpAttrs as Ops  # plain class attributes: a fast Ops.X
 from rulec.runtime.ir.uop import UOp
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Generator
 
 from rulec.runtime.ir.dtype import AddrSpace
-from rulec.runtime.ir.ops import GroupOp, Ops
+from rulec.runtime.ir.ops import GroupOp, OpAttrs as Ops  # plain class attributes: a fast Ops.X
 from rulec.runtime.engine.rewrite import graph_rewrite
 from rulec.runtime.ir.uop import UOp, op_mask
 from rulec.runtime.ir.walk import run_recursive

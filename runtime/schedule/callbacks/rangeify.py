@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rulec.runtime.ir.dtype import AddrSpace, dtypes
-from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.ops import OpAttrs as Ops  # plain class attributes: a fast Ops.X
 from rulec.runtime.engine.rewrite import RewriteNotReady
 from rulec.runtime.device import Device
 from rulec.runtime.ir.shape import device_of, is_unit_loop

@@ -6,7 +6,7 @@ in a REALIZE exactly once.
 """
 from __future__ import annotations
 
-from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.ops import OpAttrs as Ops  # plain class attributes: a fast Ops.X
 from rulec.runtime.ir.uop import UOp
 
 

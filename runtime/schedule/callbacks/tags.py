@@ -7,7 +7,7 @@ builds each node once, sources first.
 """
 from __future__ import annotations
 
-from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.ops import OpAttrs as Ops  # plain class attributes: a fast Ops.X
 from rulec.runtime.ir.uop import UOp
 
 _GLOBAL = frozenset({Ops.BUFFER, Ops.CONST, Ops.DEVICE, Ops.UNIQUE, Ops.DEFINE_VAR, Ops.BIND})
