@@ -132,9 +132,11 @@ def _infer(x: UOp) -> Layout | None:
                            f"({src.describe(x.src[0].shape)}); gather it with .to(device) first")
 
 
-def _combined(name: str, srcs: tuple[UOp, ...]) -> Layout | None:
+def _combined(name: str, srcs: tuple[UOp, ...], reshard: bool = True) -> Layout | None:
     """The layout of an elementwise op: its operands' common devices and shard axis (the frontend has
-    broadcast them to one shape). An operand with no device fits any layout; one on a device does not."""
+    broadcast them to one shape). An operand with no device fits any layout; one on a device does not.
+    Operands sharded on different axes give the last operand's axis, as tinygrad 0.14: the others are
+    resharded to it (gathered, then sliced); not for an assign (`reshard=False`)."""
     lays = [(s, layout(s)) for s in srcs]
     multis = [(s, lay) for s, lay in lays if lay is not None]
     if not multis:
@@ -148,16 +150,16 @@ def _combined(name: str, srcs: tuple[UOp, ...]) -> Layout | None:
         if lay is not None and lay.devices != devs:
             raise MultiDeviceError(f"{name}: tensors on different devices ({devs} and {lay.devices}, shapes "
                                    f"{shapes}): shard them onto the same devices")
-    axes = sorted({lay.axis for _, lay in multis if lay.axis is not None})
-    if len(axes) > 1:
+    axes = list(dict.fromkeys(lay.axis for _, lay in multis if lay.axis is not None))
+    if len(axes) > 1 and not reshard:
         raise MultiDeviceError(f"{name}: operands of shapes {shapes} are sharded on different axes "
-                               f"({', '.join(map(str, axes))})")
-    return Layout(devs, axes[0] if axes else None)
+                               f"({', '.join(map(str, sorted(axes)))})")
+    return Layout(devs, axes[-1] if axes else None)
 
 
 def _assigned(a: UOp) -> Layout | None:
     target = layout(a.src[0])
-    got = _combined("assign", a.src[:2])
+    got = _combined("assign", a.src[:2], reshard=False)
     if got is None:
         return None
     if target is None:
@@ -191,6 +193,11 @@ def movement_axis(x: UOp, src: Layout) -> int | None:
         return tuple(arg).index(a)
     if op is Ops.EXPAND:
         return a
+    if op is Ops.SHRINK and tuple(arg[a]) != (0, shape[a]):
+        # a part of the shard axis: each device gathers the pieces it needs (rules/schedule/multi.yaml)
+        if not all(isinstance(b, int) for b in arg[a]):
+            raise refuse("shrinking the shard axis by a symbolic amount")
+        return None
     whole = {Ops.PAD: lambda: tuple(arg[a]) == (0, 0), Ops.SHRINK: lambda: tuple(arg[a]) == (0, shape[a]),
              Ops.FLIP: lambda: not arg[a]}
     if not whole[op]():

@@ -170,6 +170,8 @@ class BatchNorm:
         xa = _acc(x)
         mean = xa.mean(axes)
         var = ((xa - mean.reshape(1, -1, *[1] * (x.ndim - 2))) ** 2).mean(axes)
+        if not x.dtype.is_float:  # the statistics of an integer input are float (a mean cast back would truncate)
+            return mean, var
         return mean.cast(x.dtype), var.cast(x.dtype)
 
     def __call__(self, x: Tensor) -> Tensor:

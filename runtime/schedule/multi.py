@@ -31,16 +31,20 @@ def select_part(m: UOp) -> UOp:
     return _carry(parts(m.src[0])[m.arg], m)
 
 
-def _operand(s: UOp, d: int, lay: Layout) -> UOp:
+def _operand(s: UOp, d: int, lay: Layout, elementwise: bool) -> UOp:
     """Operand `s` on device `d` of a result laid out as `lay`: its part, or device d's slice of the shard
-    axis of a replicated operand or of one with no device."""
+    axis of a replicated operand or of one with no device. An elementwise operand sharded on another axis
+    than the result is gathered to device d, then sliced (placement: resharding)."""
     got = layout(s)
     if got is not None:
         if s.op is not Ops.MULTI:
             raise RuntimeError(f"multi-device lowering: a {s.op.name} source was not lowered before its user")
-        s = parts(s)[d]
-        if got.axis is not None:
-            return s
+        if elementwise and got.axis is not None and got.axis != lay.axis:
+            s = gather(_copy(s, lay.devices[d]))
+        else:
+            s = parts(s)[d]
+            if got.axis is not None:
+                return s
     return device_slice(s, d, len(lay.devices), lay.axis)
 
 
@@ -51,7 +55,8 @@ def per_device(x: UOp) -> UOp:
     arg = part_arg(x, src_lay) if src_lay is not None else x.arg
     if x.op is Ops.ASSIGN:
         lay = layout(x.src[0])  # the value is laid out as the target
-    new = [x.replace(src=tuple(_operand(s, d, lay) for s in x.src), arg=arg, tag=None)
+    ew = x.op in GroupOp.Elementwise
+    new = [x.replace(src=tuple(_operand(s, d, lay, ew) for s in x.src), arg=arg, tag=None)
            for d in range(len(lay.devices))]
     return multi(new, lay, x.tag)
 
@@ -83,8 +88,38 @@ def gather(c: UOp) -> UOp:
     return _carry(functools.reduce(lambda u, v: UOp(join, c.dtype, (u, v)), placed), c)
 
 
+def shrink_shard_axis(s: UOp) -> UOp:
+    """A shrink across the shard axis: the result is replicated; each device takes the overlapping piece of
+    every part the range touches (copied to it from another device) and puts the pieces side by side."""
+    m = s.src[0]
+    lay, ps = layout(m), parts(m)
+    a, step = lay.axis, ps[0].shape[lay.axis]
+    begin, end = s.arg[a]
+    pieces = []  # (device index of the part, the part shrunk to its overlap, where the overlap starts)
+    for j, p in enumerate(ps):
+        lo, hi = max(begin, j * step), min(end, (j + 1) * step)
+        if lo < hi:
+            arg = tuple((lo - j * step, hi - j * step) if i == a else b for i, b in enumerate(s.arg))
+            pieces.append((j, UOp(Ops.SHRINK, p.dtype, (p,), arg), lo - begin))
+    if not pieces:  # an empty range: each device's own part, shrunk to nothing
+        empty = tuple((0, 0) if i == a else b for i, b in enumerate(s.arg))
+        return multi([UOp(Ops.SHRINK, p.dtype, (p,), empty) for p in ps], Layout(lay.devices, None), s.tag)
+    join = Ops.OR if s.dtype.kind == "bool" else Ops.ADD  # padding is 0 (False): the sum is the concatenation
+    totals = []
+    for d, dev in enumerate(lay.devices):
+        placed = []
+        for j, piece, at in pieces:
+            moved = piece if j == d else _copy(piece, dev)
+            size = piece.shape[a]
+            pad = tuple((at, end - begin - at - size) if i == a else (0, 0) for i in range(len(piece.shape)))
+            placed.append(moved if all(pd == (0, 0) for pd in pad) else UOp(Ops.PAD, piece.dtype, (moved,), pad))
+        totals.append(functools.reduce(lambda u, v: UOp(join, s.dtype, (u, v)), placed))
+    return multi(totals, Layout(lay.devices, None), s.tag)
+
+
 def _copy(p: UOp, dev: str) -> UOp:
     return UOp(Ops.COPY, p.dtype, (p, UOp(Ops.DEVICE, arg=dev)))
 
 
-MULTI_HELPERS = {"per_device": per_device, "all_reduce": all_reduce, "gather": gather, "select_part": select_part}
+MULTI_HELPERS = {"per_device": per_device, "all_reduce": all_reduce, "gather": gather, "select_part": select_part,
+                 "shrink_shard_axis": shrink_shard_axis}

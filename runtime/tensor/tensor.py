@@ -49,7 +49,7 @@ from rulec.runtime.tensor.tensor_more import MoreOps
 from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.engine.helpers import identity_element
 from rulec.runtime.ir.ops import Ops
-from rulec.runtime.ir.placement import MULTI_MASK, layout
+from rulec.runtime.ir.placement import MULTI_MASK, layout, part_arg
 from rulec.runtime.ir.shape import prod, shrink_span, size_sum
 from rulec.runtime.ir.uop import UOp
 
@@ -272,6 +272,22 @@ class Tensor(MoreOps, Autograd):
     def shard_(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
         """`shard`, in place: this tensor becomes the multi-device one."""
         self.uop = self.shard(devices, axis).uop
+        return self
+
+    def shard_like(self, y: Tensor) -> Tensor:
+        """This tensor laid out as `y`: on y's device, or sharded over y's devices on y's axis (itself when
+        it is already; a multi-device tensor laid out otherwise is resharded, where tinygrad refuses)."""
+        if not isinstance(y.device, tuple):
+            return self.to(y.device)
+        if isinstance(self.device, tuple) and (self.device, self.axis) == (y.device, y.axis):
+            return self
+        return self.shard(y.device, y.axis)
+
+    def replace(self, x: Tensor) -> Tensor:
+        """This tensor becomes `x` (its value, device and dtype); the shapes must be equal."""
+        if self.shape != x.shape:
+            raise ValueError(f"replace: a tensor of shape {x.shape} cannot replace one of shape {self.shape}")
+        self.uop = x.uop
         return self
 
     @property
@@ -1174,7 +1190,8 @@ class Tensor(MoreOps, Autograd):
         ns = tuple(shrink_span(b, e) if st == 1 else (e - b) // st for (b, e), st in zip(bounds, steps))
         v = v.reshape(ns)
         if mask is None:
-            if all(b == 0 and e == n for (b, e), n in zip(bounds, self.shape)):
+            # every place is written only when each axis is whole and unstrided (x[::2] is not)
+            if all(b == 0 and e == n and st == 1 for (b, e), n, st in zip(bounds, self.shape, steps)):
                 return v.flip([i for i, f in enumerate(flips) if f]) if any(flips) else v
             mask = _weak(True, dtypes.bool)._broadcast_to(ns)
         mask = mask.reshape(ns)
@@ -1461,7 +1478,8 @@ class Tensor(MoreOps, Autograd):
         buffer of its own; its node carries a unique id, so two `contiguous()` of one computed value are two
         buffers."""
         # no device: a value computed where it is read; a copy between devices is a buffer of its own already
-        if _contiguous_view(self.uop) or self.device is None or self.uop.op is Ops.COPY:
+        if _contiguous_view(self.uop) or _contiguous_multi_view(self.uop) or self.device is None \
+                or self.uop.op is Ops.COPY:
             return Tensor(self.uop)
         return own_buffer(self)
 
@@ -1752,6 +1770,28 @@ def _contiguous_view(u: UOp) -> bool:
         elif op.op is not Ops.RESHAPE:
             return False
     return True
+
+
+def _contiguous_multi_view(u: UOp) -> bool:
+    """Whether `u` is a view of realized multi-device storage (each part a buffer) that reads one contiguous
+    run of each part's buffer: the same movement ops on one part (with each part's arguments) are a
+    contiguous view. A view that changes the layout (a shrink across the shard axis) is not."""
+    chain: list[UOp] = []
+    while u.op in (Ops.RESHAPE, Ops.SHRINK):
+        chain.append(u)
+        u = u.src[0]
+    if not chain or u.op is not Ops.MULTI:
+        return False
+    stored = [p.src[0] if p.op is Ops.RESHAPE else p for p in u.src[0].src]
+    if any(p.op is not Ops.BUFFER for p in stored):
+        return False
+    part = u.src[0].src[0]
+    for op in reversed(chain):
+        src_lay, lay = layout(op.src[0]), layout(op)
+        if src_lay is None or lay is None or (src_lay.axis is not None and lay.axis is None):
+            return False
+        part = UOp(op.op, part.dtype, (part,), part_arg(op, src_lay))
+    return _contiguous_view(part)
 
 
 # tensor-index writes up to this many are folded with wheres, more with reductions (`_advanced_scatter`)

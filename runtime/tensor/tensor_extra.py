@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from rulec.runtime.ir.ops import Ops
+from rulec.runtime.device import canonical
 from rulec.runtime.tensor import tensor_args
 
 if TYPE_CHECKING:
@@ -420,11 +421,22 @@ class ExtraOps:
         dt = _to_dtype(kwargs.pop("dtype", None)) or self.dtype
         if not dt.is_float:
             raise ValueError(f"rand_like needs a float dtype, got {dt.name} (pass dtype=...)")
-        return type(self).rand(*self.shape, dtype=dt, device=kwargs.pop("device", self.device), **kwargs)
+        return self._random_like(type(self).rand, dt, kwargs)
 
     def randn_like(self: Tensor, dtype: Any = None, **kwargs: Any) -> Tensor:
         dt = _to_dtype(dtype) or self.dtype
-        return type(self).randn(*self.shape, device=kwargs.pop("device", self.device), **kwargs).cast(dt)
+        return self._random_like(type(self).randn, None, kwargs).cast(dt)
+
+    def _random_like(self: Tensor, draw: Any, dt: Any, kwargs: dict) -> Tensor:
+        """Random values of self's shape on self's device; on a multi-device tensor, laid out as it is (drawn
+        whole on the host, then sharded on self's axis)."""
+        device = kwargs.pop("device", None)
+        if not isinstance(self.device, tuple):
+            return draw(*self.shape, dtype=dt, device=device or self.device, **kwargs)
+        if device is not None and (not isinstance(device, tuple) or tuple(canonical(d) for d in device) != self.device):
+            raise ValueError(f"a random tensor like one on {self.device} cannot be put on {device}: "
+                             "draw it there, or shard the result")
+        return draw(*self.shape, dtype=dt, **kwargs).shard(self.device, self.axis)
 
     @classmethod
     def randperm(cls, n: int, device: str | None = None, dtype: Any = "int32", **kwargs: Any) -> Tensor:

@@ -180,9 +180,35 @@ class MoreOps(ExtraOps):
         from rulec.runtime.ir.uop import UOp
 
         dt = _to_dtype(dtype)
-        if dt is None or dt.itemsize != self.dtype.itemsize:
-            raise ValueError(f"bitcast from {self.dtype.name} to {getattr(dt, 'name', dt)} needs dtypes of one size")
+        if dt is None:
+            raise ValueError(f"bitcast needs a dtype, got {dtype!r}")
+        if dt.itemsize != self.dtype.itemsize:
+            return self._bitcast_resized(dt)
         return self if dt == self.dtype else made_from(type(self)(UOp(Ops.BITCAST, dt, (self.uop,))), self)
+
+    def _bitcast_resized(self: Tensor, dt: Any) -> Tensor:
+        """A bitcast to a dtype of another size rescales the last axis (as tinygrad): the bytes are regrouped,
+        little-endian, through unsigned integers: k narrow lanes shifted into one wide value, or one wide
+        value shifted and masked into k narrow lanes."""
+        dtypes = _dtypes()
+        old, new = self.dtype.itemsize, dt.itemsize
+        uint = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+        if old not in uint or new not in uint or self.dtype == dtypes.bool or dt == dtypes.bool:
+            raise ValueError(f"bitcast from {self.dtype.name} to {dt.name}: no such regrouping of bytes")
+        if not self.shape or not isinstance(self.shape[-1], int) or (self.shape[-1] * old) % new:
+            raise ValueError(f"bitcast from {self.dtype.name} to {dt.name} needs a last axis whose bytes fill whole "
+                             f"{dt.name} values, got shape {self.shape}")
+        T, lead, n = type(self), self.shape[:-1], self.shape[-1]
+        x = self.bitcast(uint[old])
+        if new > old:
+            k = new // old
+            shifts = T([8 * old * j for j in range(k)], dtype=uint[new], device=self.device)
+            lanes = x.reshape(*lead, n // k, k).cast(uint[new]) << shifts
+            return lanes.sum(-1).cast(uint[new]).bitcast(dt)
+        k = old // new
+        shifts = T([8 * new * j for j in range(k)], dtype=uint[old], device=self.device)
+        lanes = (x.reshape(*lead, n, 1) >> shifts) & ((1 << (8 * new)) - 1)
+        return lanes.cast(uint[new]).reshape(*lead, n * k).bitcast(dt)
 
     # ------------------------------------------------------------------ reductions
 
@@ -663,7 +689,7 @@ class MoreOps(ExtraOps):
             return self
         if p == 1:
             return self * 0
-        keep = T.rand(*self.shape) >= p
+        keep = self.rand_like(dtype=_dtypes().default_float) >= p  # on self's devices, laid out as self
         return keep.where(self, 0) * (1 / (1 - p))
 
     # ------------------------------------------------------------------ shape and copying

@@ -46,6 +46,12 @@ same(Tensor.full((3, 2), 7.0).to("PYTHON") + 1, np.full((3, 2), 8.0))
 same(Tensor(3.0, device="CPU").to("PYTHON") * 2, np.float32(6.0))  # a scalar with a device: a copy of a constant
 same(Tensor(3.0).to("PYTHON") * 2, np.float32(6.0))  # a Python scalar has no device: nothing to copy
 
+# several devices: a shrink across the shard axis (replicated: each device gathers the pieces it needs), and
+# operands sharded on different axes (resharded to the last one's)
+D2 = ("CPU", "CPU:1")
+same(Tensor(A).shard(D2, axis=0)[1:3] * 2, A[1:3] * 2)
+same(Tensor(A).shard(D2, axis=0) + Tensor(A).shard(D2, axis=1), A + A)
+
 # empty tensors
 same(Tensor.zeros(0, 4).sum(0), np.zeros(4))
 same(Tensor.zeros(0, 3).pad(((1, 1), (0, 0))) + 1, np.ones((2, 3)))
