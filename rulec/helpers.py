@@ -1,7 +1,8 @@
 """`rulec.helpers`, as much of tinygrad's `tinygrad.helpers` as scripts written for tinygrad 0.14 reach
 for: `Context` (scoped settings, `Context(TRAINING=1)`), `getenv`, the settings as objects (`TRAINING`,
 `DEBUG`, `BEAM`, `JIT`, `NOOPT`: ContextVar, truthy and comparable as tinygrad's), `GlobalCounters`,
-`Timing`, `tqdm`/`trange` (a progress line on stderr), `colored`, `prod`, `dedup`, `flatten`, `all_same`.
+`Timing`, `tqdm`/`trange` (a progress line on stderr), `colored`, `prod`, `dedup`, `flatten`, `all_same`, and
+the small pure helpers scripts import (`partition`, `unwrap`, `make_tuple`, `ceildiv`, `round_up`, `get_child`...).
 
 Settings: TRAINING is `Tensor.training`. Other names are kept (readable with `getenv` inside the
 context) and otherwise have no effect here: rulec has no BEAM search or DEBUG printing of its own.
@@ -20,7 +21,9 @@ import time
 from typing import Any, Generic, Iterable, Iterator, TypeVar
 
 __all__ = ["Context", "getenv", "ContextVar", "TRAINING", "DEBUG", "BEAM", "JIT", "NOOPT", "GlobalCounters", "Timing",
-           "tqdm", "trange", "colored", "prod", "dedup", "flatten", "all_same"]
+           "tqdm", "trange", "colored", "prod", "dedup", "flatten", "all_same", "partition", "unwrap", "make_tuple",
+           "to_tuple", "argfix", "argsort", "all_int", "ceildiv", "round_up", "round_down", "next_power2",
+           "fully_flatten", "get_child", "merge_dicts", "get_single_element", "pluralize"]
 
 T = TypeVar("T")
 
@@ -88,6 +91,110 @@ def flatten(xss: Iterable[Iterable[Any]]) -> list[Any]:
 
 def all_same(xs: list[Any]) -> bool:
     return all(x == xs[0] for x in xs)
+
+
+# small pure helpers that tinygrad scripts import from tinygrad.helpers (same behaviour, rulec's code)
+
+def partition(xs: Iterable[T], pred: Any) -> tuple[list[T], list[T]]:
+    """(the items where pred is true, the others), each in order."""
+    yes: list[T] = []
+    no: list[T] = []
+    for x in xs:
+        (yes if pred(x) else no).append(x)
+    return yes, no
+
+
+def unwrap(x: T | None) -> T:
+    if x is None:
+        raise ValueError("unwrap: the value is None")
+    return x
+
+
+def make_tuple(x: int | Iterable[int], n: int) -> tuple[int, ...]:
+    """An int repeated n times, or the given sequence as a tuple."""
+    return (x,) * n if isinstance(x, int) else tuple(x)
+
+
+def to_tuple(x: Any) -> tuple[Any, ...]:
+    return x if isinstance(x, tuple) else (x,)
+
+
+def argfix(*x: Any) -> tuple[Any, ...]:
+    """Arguments given spread out (`f(2, 3)`) or as one tuple or list (`f((2, 3))`), as one tuple."""
+    if x and isinstance(x[0], (tuple, list)):
+        if len(x) != 1:
+            raise ValueError(f"bad arguments {x}: a tuple or list must be the only argument")
+        return tuple(x[0])
+    return x
+
+
+def argsort(xs: Any) -> Any:
+    """The indices that sort `xs`, as the same kind of sequence."""
+    return type(xs)(sorted(range(len(xs)), key=xs.__getitem__))
+
+
+def all_int(xs: Iterable[Any]) -> bool:
+    return all(isinstance(x, int) for x in xs)
+
+
+def ceildiv(num: Any, amt: Any) -> Any:
+    out = -(num // -amt)
+    return int(out) if isinstance(out, float) else out
+
+
+def round_up(num: int, amt: int) -> int:
+    return ceildiv(num, amt) * amt
+
+
+def round_down(num: int, amt: int) -> int:
+    return num // amt * amt
+
+
+def next_power2(x: int) -> int:
+    return 1 if x <= 1 else 1 << (x - 1).bit_length()
+
+
+def fully_flatten(xs: Any) -> list[Any]:
+    """Every scalar of a nested list/tuple/ndarray, in order (a 0-d array gives its one element)."""
+    if isinstance(xs, str) or not (hasattr(xs, "__len__") and hasattr(xs, "__getitem__")):
+        return [xs]
+    if getattr(xs, "shape", None) == ():
+        return [xs[()]]
+    return [y for x in xs for y in fully_flatten(x)]
+
+
+def get_child(obj: Any, key: str) -> Any:
+    """Follow a dotted path such as "layers.0.weight": a number indexes, a dict is looked up by key, else
+    an attribute is read."""
+    for part in key.split("."):
+        if part.isnumeric():
+            obj = obj[int(part)]
+        elif isinstance(obj, dict):
+            obj = obj[part]
+        else:
+            obj = getattr(obj, part)
+    return obj
+
+
+def merge_dicts(ds: Iterable[dict[Any, Any]]) -> dict[Any, Any]:
+    """One dict of all of them; a key given two different values is an error."""
+    out: dict[Any, Any] = {}
+    for d in ds:
+        for k, v in d.items():
+            if k in out and out[k] != v:
+                raise ValueError(f"merge_dicts: key {k!r} has two values, {out[k]!r} and {v!r}")
+            out[k] = v
+    return out
+
+
+def get_single_element(xs: Any) -> Any:
+    if len(xs) != 1:
+        raise ValueError(f"expected one element, got {len(xs)}: {xs!r}")
+    return xs[0]
+
+
+def pluralize(word: str, n: int) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 class ContextVar:

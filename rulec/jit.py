@@ -15,7 +15,8 @@ tinygrad counts them: the first runs plainly, the second is tinygrad's capture, 
   tensor's values (`item()`, `tolist()`, `numpy()`: tinygrad would bake them in); a jit captured while
   another captures is a RuntimeError;
 * after the capture: the tensor inputs differ from the capture's (passed by position instead of name, or
-  another shape, dtype, device or view of their buffer).
+  another shape, dtype, device or view of their buffer; one contiguous run of a buffer, such as a row, is
+  the same view at any offset: tinygrad's `rows[i].contiguous()` is a buffer of its own).
 
 `Context(JIT=0)` (or JIT=0 in the environment) turns the three call kinds off: every call runs plainly.
 """
@@ -176,11 +177,14 @@ def _buffers_of(t: Any) -> list[Any]:
 
 def _view_key(t: Any) -> Any:
     """How `t` views its buffer, with the buffer itself left out (a bound variable as its variable, not its
-    value): two inputs with equal keys are read by the same kernels. A whole buffer in order is "whole"."""
+    value): two inputs with equal keys are read by the same kernels. A whole buffer in order, or one
+    contiguous run of one (a row, a prefix), is "whole": tinygrad's `rows[i].contiguous()`, a buffer of its
+    own there, is such a run here (contiguous() keeps it a view), and the run's offset is no view of it."""
     from rulec.runtime.ir.ops import Ops
+    from rulec.runtime.tensor.tensor import _contiguous_view
 
     u = t.uop
-    if u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER and u.src[0].arg == t.numel():
+    if (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER and u.src[0].arg == t.numel()) or _contiguous_view(u):
         return "whole"
 
     def key(x: Any) -> Any:

@@ -36,6 +36,8 @@ class Mapping:
     submodules: tuple[str, ...] = ()
 
 
+_TENSOR_AND_DTYPES = {"Tensor": "rulec.runtime.tensor.tensor:Tensor", "dtypes": "rulec.runtime.ir.dtype:dtypes"}
+
 # what rulec serves for each tinygrad 0.14 module that scripts import; anything else is not provided
 MODULES: dict[str, Mapping] = {
     "tinygrad": Mapping(
@@ -45,11 +47,12 @@ MODULES: dict[str, Mapping] = {
                "GlobalCounters": "rulec.helpers:GlobalCounters", "UOp": "rulec.runtime.ir.uop:UOp",
                "Variable": "rulec.runtime.ir.uop:UOp.variable"},
         submodules=("tensor", "nn", "helpers", "dtype", "device", "engine")),
-    "tinygrad.tensor": Mapping(names={"Tensor": "rulec.runtime.tensor.tensor:Tensor"}),
-    "tinygrad.nn": Mapping(names={"Tensor": "rulec.runtime.tensor.tensor:Tensor"}, all_of=("rulec.nn",),
-                           submodules=("optim", "state")),
-    "tinygrad.nn.optim": Mapping(all_of=("rulec.nn.optim",)),
-    "tinygrad.nn.state": Mapping(all_of=("rulec.nn.state",)),
+    # the names beside Tensor are those tinygrad's own modules import and scripts take from there
+    "tinygrad.tensor": Mapping(names={**_TENSOR_AND_DTYPES, "DType": "rulec.runtime.ir.dtype:DType",
+                                      "UOp": "rulec.runtime.ir.uop:UOp", "Variable": "rulec.runtime.ir.uop:UOp.variable"}),
+    "tinygrad.nn": Mapping(names=_TENSOR_AND_DTYPES, all_of=("rulec.nn",), submodules=("optim", "state")),
+    "tinygrad.nn.optim": Mapping(names=_TENSOR_AND_DTYPES, all_of=("rulec.nn.optim",)),
+    "tinygrad.nn.state": Mapping(names=_TENSOR_AND_DTYPES, all_of=("rulec.nn.state",)),
     "tinygrad.helpers": Mapping(all_of=("rulec.helpers",)),
     "tinygrad.dtype": Mapping(names={"dtypes": "rulec.runtime.ir.dtype:dtypes", "DType": "rulec.runtime.ir.dtype:DType",
                                      "PtrDType": "rulec.runtime.ir.dtype:PtrDType"}),

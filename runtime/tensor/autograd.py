@@ -18,7 +18,7 @@ from rulec.runtime.engine.artifacts import shipped_ruleset
 from rulec.runtime.engine.rewrite import graph_rewrite
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.uop import UOp
-from rulec.runtime.tensor.live import all_tensors, graph_for_gradients, made_from
+from rulec.runtime.tensor.live import all_tensors, graph_for_gradients, made_from, stored_graphs
 
 if TYPE_CHECKING:
     from rulec.runtime.tensor.tensor import Tensor
@@ -150,7 +150,9 @@ class Autograd:
             names = ", ".join(t.dtype.name for t in (me, *targets))
             raise GradientError(f"only float tensors have gradients (dtypes {names})")
         root_grad = _root_gradient(me, gradient)
-        grads = compute_gradients(graph_for_gradients(me), root_grad.uop, [t.uop for t in targets])
+        stored = stored_graphs()  # a target read before (`c.numpy()`) is what it was computed from
+        grads = compute_gradients(graph_for_gradients(me, stored), root_grad.uop,
+                                  [graph_for_gradients(t, stored) for t in targets])
         out = []
         for t, g in zip(targets, grads):
             if isinstance(t.device, tuple):  # a multi-device tensor's gradient is laid out as it is
@@ -165,9 +167,10 @@ class Autograd:
         """Accumulate d self / d t into `t.grad` for every live float tensor `t` with a device that self
         depends on (not those with requires_grad=False). Without `gradient`, self must be a scalar."""
         me: Any = self
-        nodes = set(graph_for_gradients(me).toposort())
-        need = [t for t in list(all_tensors) if t.uop in nodes and t.dtype.is_float and t.device is not None
-                and t.requires_grad is not False]
+        stored = stored_graphs()
+        nodes = set(graph_for_gradients(me, stored).toposort())
+        need = [t for t in list(all_tensors) if t.dtype.is_float and t.device is not None
+                and t.requires_grad is not False and graph_for_gradients(t, stored) in nodes]
         for t, g in zip(need, me.gradient(*need, gradient=_root_gradient(me, gradient, on_device=True))):
             t.grad = g if t.grad is None else t.grad + g
         return me

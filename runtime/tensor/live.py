@@ -7,7 +7,7 @@ from typing import Any
 
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.shape import devices_of as graph_devices  # noqa: F401 - the frontend's name
-from rulec.runtime.ir.uop import UOp
+from rulec.runtime.ir.uop import UOp, substitute
 
 # every live Tensor: realizing a graph must update each tensor that shares it
 all_tensors: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -25,8 +25,22 @@ def made_from(view: Any, source: Any) -> Any:
     return view
 
 
-def graph_for_gradients(t: Any) -> UOp:
-    """The graph to differentiate `t` through: what it was computed from while it is still the buffer
-    realize stored it to (runtime/tensor/realize.py keeps it), else its graph."""
-    kept = getattr(t, "_realized_from", None)
-    return kept[0] if kept is not None and kept[1] is t.uop else t.uop
+def stored_graphs() -> dict[UOp, UOp]:
+    """Each buffer that realize stored a read tensor to (`c.numpy()`) while the tensor still is it -> what
+    the tensor was computed from (runtime/tensor/realize.py keeps it for gradients)."""
+    return {k[1]: k[0] for x in list(all_tensors)
+            if (k := getattr(x, "_realized_from", None)) is not None and k[1] is x.uop}
+
+
+def graph_for_gradients(t: Any, stored: dict[UOp, UOp] | None = None) -> UOp:
+    """The graph to differentiate `t` through: its graph, where each buffer a read tensor was stored to is
+    what that tensor was computed from again (`stored`, by default `stored_graphs()`), so that
+    `c.numpy(); c.mean().backward()` reaches what c was computed from, as in tinygrad 0.14."""
+    stored = stored_graphs() if stored is None else stored
+    root = t.uop
+    for _ in range(len(stored) + 1):  # each pass opens the stored values the graphs opened so far read
+        found = {s: g for s, g in stored.items() if root.reaches(s)}
+        if not found:
+            break
+        root = substitute(root, found)
+    return root

@@ -112,7 +112,8 @@ def realize(*tensors: Tensor, pipeline: Pipeline | None = None, read: Tensor | N
         t.uop = _empty_as_const(t.uop)
     for w in WATCHERS:
         w.before_realize(tensors)
-    items, becomes = create_schedule(_sink(tensors), pipeline)
+    sink = _sink(tensors)
+    items, becomes = create_schedule(sink, pipeline)
     for item in items:
         run_item(item)
     # a view of existing buffers is its own value: rebinding it to a copy the schedule made (an assign's
@@ -120,20 +121,39 @@ def realize(*tensors: Tensor, pipeline: Pipeline | None = None, read: Tensor | N
     becomes = {u: v for u, v in becomes.items() if not is_view(u)}
     if becomes:
         done = {u: _after_run(v) for u, v in becomes.items()}
-        # every live tensor that shares a realized graph points at the buffers from now on
+        # the tensors realized here get their values; any other live tensor shares only the values that are
+        # still current: one computed from a buffer this realize overwrote (an optimizer step's assign) was
+        # the old contents, while a lazy tensor reads storage when it is realized (as in tinygrad 0.14)
+        current = _still_current(done, sink)
+        targets = {id(t) for t in tensors}
         for t in list(all_tensors):
-            if t.uop in done:
+            shared = done if id(t) in targets else current
+            if t.uop in shared:
                 if t is read:
-                    _keep_graph_for_gradients(t, done[t.uop])
-                t.uop = done[t.uop]
-            elif any(p in done for p in t.uop.parents):
-                new = substitute(t.uop, done)
+                    _keep_graph_for_gradients(t, shared[t.uop])
+                t.uop = shared[t.uop]
+            elif any(p in shared for p in t.uop.parents):
+                new = substitute(t.uop, shared)
                 if t is read:
                     _keep_graph_for_gradients(t, new)
                 t.uop = new
     for w in WATCHERS:
         w.after_realize(tensors, items)
     return items
+
+
+def _still_current(done: dict[UOp, UOp], sink: UOp) -> dict[UOp, UOp]:
+    """The realized graphs in `done` whose stored values are still what they compute after this realize:
+    those that read no buffer the realize assigned to (reads through the ASSIGN itself see the new contents)."""
+    overwritten = {b for a in sink.toposort() if a.op is Ops.ASSIGN
+                   for b in a.src[0].toposort(gate=lambda x: x.op is not Ops.ASSIGN) if b.op is Ops.BUFFER}
+    if not overwritten:
+        return done
+
+    def reads_old_contents(u: UOp) -> bool:
+        return not overwritten.isdisjoint(u.toposort(gate=lambda x: x.op is not Ops.ASSIGN))
+
+    return {u: v for u, v in done.items() if not reads_old_contents(u)}
 
 
 def _keep_graph_for_gradients(t: Tensor, stored: UOp) -> None:

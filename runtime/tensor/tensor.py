@@ -283,13 +283,6 @@ class Tensor(MoreOps, Autograd):
             return self
         return self.shard(y.device, y.axis)
 
-    def replace(self, x: Tensor) -> Tensor:
-        """This tensor becomes `x` (its value, device and dtype); the shapes must be equal."""
-        if self.shape != x.shape:
-            raise ValueError(f"replace: a tensor of shape {x.shape} cannot replace one of shape {self.shape}")
-        self.uop = x.uop
-        return self
-
     @property
     def axis(self) -> int | None:
         """The axis a multi-device tensor is split along (None: replicated, or on one device)."""
@@ -1520,6 +1513,18 @@ class Tensor(MoreOps, Autograd):
         after = UOp(Ops.ASSIGN, base.dtype, (base, _value_in_base(base, chain, x.uop)))
         for t in list(all_tensors):
             t.uop = _replace_outside_assigns(t.uop, base, after)
+        return self
+
+    def replace(self, x: Tensor) -> Tensor:
+        """Make this tensor object stand for `x` from now on (as tinygrad 0.14): same shape, while dtype and
+        device may differ. Unlike assign nothing is written: other tensors that read self's old value keep it."""
+        if not isinstance(x, Tensor):
+            raise TypeError(f"replace() takes a Tensor, not {type(x).__name__}")
+        if x.shape != self.shape:
+            raise ValueError(f"replace() needs the same shape: {self.shape} != {x.shape}")
+        self.uop = x.uop
+        # what self was a view of, or realized from, is x's now (assign and gradients follow these)
+        self._made_from, self._realized_from = getattr(x, "_made_from", None), getattr(x, "_realized_from", None)
         return self
 
 
