@@ -104,7 +104,7 @@ class Backend:
                 specials = self.spec["special_floats"].get(dt.name)
                 if specials is None:
                     raise RenderError(f"{self.name}: no infinity or NaN of {dt.name}")
-                return specials[2] if math.isnan(v) else specials[0 if v > 0 else 1]
+                return _wrap_negative(specials[2] if math.isnan(v) else specials[0 if v > 0 else 1])
             text = repr(v)
             if "e" not in text and "." not in text:
                 text += ".0"
@@ -118,11 +118,15 @@ class Backend:
             text = str(v)
         tmpl = self.by_dtype(self.spec["literals"], dt)
         self.type_name(dt)  # a dtype this language lacks is an error here too
-        out = self.fill(tmpl, v=text)
-        return f"({out})" if out.startswith("-") else out  # `a - -1` must not read as `a--1`
+        return _wrap_negative(self.fill(tmpl, v=text))
 
     def render(self, kernel: LoweredKernel, name: str) -> str:
         return _Renderer(self, kernel, name).run()
+
+
+def _wrap_negative(text: str) -> str:
+    """A literal with a leading minus in parentheses: `a - -1` and `-(-INFINITY)` must not read as `a--1`."""
+    return f"({text})" if text.startswith("-") else text
 
 
 @functools.cache
@@ -159,6 +163,15 @@ class _Renderer:
         self.lines: list[str] = []
         self.depth = 1
         self.counts: dict[str, int] = {}
+        self.rounded_used: set[str] = set()  # dtypes whose rounding helper the kernel calls
+
+    def rounded(self, dt: DType, text: str) -> str:
+        """`text` (a value of `dt`) through the dtype's rounding template, where the backend has one."""
+        tmpl = self.b.spec.get("rounded", {}).get(dt.scalar.name)
+        if tmpl is None:
+            return text
+        self.rounded_used.add(dt.scalar.name)
+        return self.b.fill(tmpl, a=text)
 
     def fresh(self, prefix: str) -> str:
         n = self.counts.get(prefix, 0)
@@ -182,9 +195,10 @@ class _Renderer:
             self.step(step)
         uses = {self.b.type_name(u.dtype) for u in self.k.lowered.toposort() if u.dtype.scalar.name != "void"
                  and self.b.spec["types"].get(u.dtype.scalar.name)}
+        prelude = self.b.spec.get("prelude", "") + "".join(self.b.spec["rounding_helpers"][n]
+                                                           for n in sorted(self.rounded_used))
         return self.b.kernel_template.render(name=self.name, params=params, body=self.lines, uses=uses,
-                                             prelude=self.b.spec.get("prelude", ""),
-                                             global_size=self.k.global_size)
+                                             prelude=prelude, global_size=self.k.global_size)
 
     def text(self, u: UOp) -> str:
         return self.names[u]
@@ -202,7 +216,7 @@ class _Renderer:
             return
         op = u.op
         if op is Ops.CONST:
-            self.names[u] = self.b.literal(u.dtype, u.arg)
+            self.names[u] = self.rounded(u.dtype, self.b.literal(u.dtype, u.arg))
         elif op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.END, Ops.NOOP):
             pass
         elif op is Ops.AFTER:
@@ -243,7 +257,7 @@ class _Renderer:
             value = self._read(u, src)
         else:  # a register
             value = self.text(src)
-        self.emit(f"{t} {name} = {value};")
+        self.emit(f"{t} {name} = {self.rounded(u.dtype, value)};")
 
     def _read(self, u: UOp, idx: UOp) -> str:
         # a buffer whose storage type differs (OpenCL's bool as uchar) is converted when read
@@ -277,8 +291,15 @@ class _Renderer:
         divisor = u.src[1] if len(u.src) > 1 else None
         safe = divisor is not None and divisor.op is Ops.CONST and divisor.arg not in (0, -1)
         t = self.b.type_name(u.dtype)
+        if u.op is Ops.BITCAST and self._widened(u.dtype) != self._widened(u.src[0].dtype):
+            raise RenderError(f"{self.b.name}: cannot bitcast {u.src[0].dtype.scalar.name} to "
+                              f"{u.dtype.scalar.name}: {self.b.name} computes one of them in a wider type "
+                              f"(kernel {self.name})")
         value = self.b.fill(tmpl, a=ops[0], b=ops[1] if len(ops) > 1 else "", c=ops[2] if len(ops) > 2 else "",
                             t=t, st=self.b.type_name(u.src[0].dtype), bits=8 * u.dtype.scalar.itemsize,
                             safe_divisor=safe)
         name = self.names[u] = self.fresh("alu")
-        self.emit(f"{t} {name} = {value};")
+        self.emit(f"{t} {name} = {self.rounded(u.dtype, value)};")
+
+    def _widened(self, dt: DType) -> bool:
+        return self.b.spec.get("rounded", {}).get(dt.scalar.name) is not None

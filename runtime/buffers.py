@@ -16,8 +16,9 @@ the BUFFER node itself.
 The store holds its keys weakly: once no graph references a BUFFER node, its contents are dropped.
 
 Storage dtypes: every dtype is stored as the numpy dtype of the same name, except `bfloat16`, which
-numpy lacks and which is stored as float32 (values are not rounded to bfloat16), and `index`, stored as
-int64.
+numpy lacks and which is stored as float32 (the store does not round values to bfloat16: a Tensor made from
+host data rounds them first, `round_to_bfloat16`, and kernels round every bfloat16 value they compute), and
+`index`, stored as int64.
 """
 from __future__ import annotations
 
@@ -54,6 +55,14 @@ def from_numpy_dtype(npdt: np.dtype | type) -> DType:
         return _FROM_NUMPY[np.dtype(npdt)]
     except (KeyError, TypeError):
         raise ValueError(f"numpy dtype {np.dtype(npdt)} has no rulec dtype") from None
+
+
+def round_to_bfloat16(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bfloat16 (ties to even), still as float32; NaN stays NaN."""
+    x = np.require(x, np.float32, "C")
+    bits = x.view(np.uint32)
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
+    return np.where(np.isnan(x), x, rounded.view(np.float32))
 
 
 def unique_id() -> int:

@@ -42,7 +42,7 @@ def ops_in(t: Tensor) -> set:
 
 # docs/tensor-ir.md: the only ops a frontend graph may contain
 TENSOR_LEVEL_OPS = ({Ops.BUFFER, Ops.UNIQUE, Ops.DEVICE, Ops.CONST, Ops.IOTA, Ops.DEFINE_VAR, Ops.BIND, Ops.CAST,
-                     Ops.REDUCE_AXIS, Ops.CONTIGUOUS, Ops.ASSIGN}
+                     Ops.REDUCE_AXIS, Ops.CONTIGUOUS, Ops.ASSIGN, Ops.DETACH}
                     | set(GroupOp.Movement)
                     | {Ops.ADD, Ops.MUL, Ops.SUB, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.NEG, Ops.RECIP,
                        Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND,

@@ -190,6 +190,12 @@ def _root_gradient(root: Any, gradient: Any, on_device: bool = False) -> Tensor:
         return type(root).full((), 1.0, dtype=root.dtype, device=root.device)
     if not isinstance(gradient, Autograd):
         raise TypeError(f"gradient must be a Tensor, not {type(gradient).__name__}")
+    if gradient.shape != root.shape and _without_ones(gradient.shape) == _without_ones(root.shape):
+        gradient = gradient.reshape(root.shape)  # (1,) for a scalar: the same values, as tinygrad takes them
     if gradient.shape != root.shape:
         raise ValueError(f"gradient of shape {gradient.shape} for a tensor of shape {root.shape}")
     return gradient.cast(root.dtype)
+
+
+def _without_ones(shape: tuple) -> tuple:
+    return tuple(d for d in shape if d != 1)

@@ -45,6 +45,7 @@ from rulec.runtime.tensor.tensor_args import to_dtype
 from rulec.runtime.device import Device
 from rulec.runtime.tensor.autograd import Autograd
 from rulec.runtime.tensor.live import all_tensors, graph_devices, is_virtual, made_from
+from rulec.runtime.tensor.linalg import LinalgOps
 from rulec.runtime.tensor.tensor_more import MoreOps
 from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.engine.helpers import identity_element
@@ -143,6 +144,20 @@ def _varshape(shape: tuple) -> tuple:
     return tensor_args.new_shape(shape)
 
 
+# significand bits (with the implicit one) of the floats narrower than the float32 that `rand` draws
+_NARROW_FLOAT_BITS = {"float16": 11, "bfloat16": 8}
+
+
+def _on_grid_below_one(u: np.ndarray, dtype: DType) -> np.ndarray:
+    """Uniform float32 draws in [0, 1) rounded down onto a grid that `dtype` holds exactly: a plain cast
+    to float16 or bfloat16 rounds the draws nearest 1 up to 1.0, outside rand's half-open range."""
+    bits = _NARROW_FLOAT_BITS.get(dtype.name)
+    if bits is None:
+        return u
+    steps = np.float32(1 << bits)
+    return np.floor(u * steps) / steps
+
+
 def _host_shape(shape: tuple, what: str) -> tuple:
     """A shape the host can draw random values for: every size known (dropout over a symbolic axis)."""
     if any(isinstance(s, UOp) for s in shape):
@@ -185,7 +200,7 @@ def _multi_module() -> Any:
 # ---------------------------------------------------------------------------------------- Tensor
 
 
-class Tensor(MoreOps, Autograd):
+class Tensor(MoreOps, LinalgOps, Autograd):
     """A lazy tensor: `self.uop` is the tensor-level graph that computes it."""
 
     # _made_from: the tensor a view was made from, so that an assign to a view of a computed value
@@ -222,6 +237,10 @@ class Tensor(MoreOps, Autograd):
         elif isinstance(data, (list, tuple)):
             arr = tensor_args.python_data(np.array(data), dtype)
             uop = _buffer_view(arr, dtype or _numpy_to_dtype(arr, from_python=True), dev)
+        elif data is None:  # no data: a 0-d zero of the default float (tinygrad 0.14's)
+            uop = _const(dtype or dtypes.default_float, 0, _on(device))
+        elif isinstance(data, (bytes, bytearray)):  # raw bytes: one uint8 each
+            uop = _buffer_view(np.frombuffer(bytes(data), np.uint8).copy(), dtypes.uint8, dev)
         else:
             raise TypeError(f"cannot make a Tensor from {type(data).__name__}")
         if dtype is not None and uop.dtype != dtype:
@@ -421,7 +440,7 @@ class Tensor(MoreOps, Autograd):
         dev = _device(device)
         shape = _host_shape(_varshape(shape), "rand")
         dtype = to_dtype(dtype) or dtypes.default_float
-        values = np.asarray(Tensor._rng(seed).random(shape, dtype=np.float32))
+        values = _on_grid_below_one(np.asarray(Tensor._rng(seed).random(shape, dtype=np.float32)), dtype)
         return Tensor(values.astype(buffers.numpy_dtype(dtype)), dev, dtype=dtype)
 
     @staticmethod
@@ -1309,6 +1328,8 @@ class Tensor(MoreOps, Autograd):
         if dtype is not None:  # products in the accumulation dtype too: int8 @ int8 -> int32 must not wrap
             xe, ye = xe.cast(dtype), ye.cast(dtype)
         out = (xe * ye).sum(-1, dtype=dtype)
+        if dtype is None:  # a small int sum accumulates in int32; the product keeps the operands' dtype (numpy's)
+            out = out.cast(least_upper_dtype(self.dtype, w.dtype))
         if self.ndim == 1:
             out = out.squeeze(-2)
         if w.ndim == 1:
@@ -1328,12 +1349,14 @@ class Tensor(MoreOps, Autograd):
 
     def softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
         x = self.cast(dtype) if dtype is not None else self
-        e = (x._to_float() - x.max(axis, keepdim=True)).exp()
+        e = (x._to_float() - x.max(axis, keepdim=True).detach()).exp()
         return e / e.sum(axis, keepdim=True)
 
     def log_softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
         x = self.cast(dtype) if dtype is not None else self
-        m = x._to_float() - x.max(axis, keepdim=True)
+        # the shift by the max cancels in the result, so its gradient is zero: detached, the backward pass
+        # has no tie-counting reduces through the max (as tinygrad's)
+        m = x._to_float() - x.max(axis, keepdim=True).detach()
         return m - m.exp().sum(axis, keepdim=True).log()
 
     def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
@@ -1843,4 +1866,7 @@ def _reshape_buffer(buf: UOp, shape: tuple[int, ...]) -> UOp:
 
 
 def _buffer_view(arr: np.ndarray, dtype: DType, device: str) -> UOp:
+    if dtype == dtypes.bfloat16:  # host data made bfloat16 holds bfloat16 values, as a kernel's results do
+        with np.errstate(over="ignore", invalid="ignore"):
+            arr = buffers.round_to_bfloat16(np.asarray(arr, np.float32))
     return _reshape_buffer(buffers.from_numpy(arr, dtype, device), arr.shape)

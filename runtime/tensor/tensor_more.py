@@ -47,6 +47,17 @@ def _to_dtype(dtype: Any) -> Any:
     raise TypeError(f"expected a dtype or a dtype name, not {type(dtype).__name__}")
 
 
+class BitcastSizeError(RuntimeError, ValueError):
+    """A bitcast whose last axis does not hold a whole number of the new dtype's elements."""
+
+
+_UNSIGNED_SIZES = (1, 2, 4, 8)
+
+
+def _unsigned_of_size(itemsize: int) -> Any:
+    return {1: _dtypes().uint8, 2: _dtypes().uint16, 4: _dtypes().uint32, 8: _dtypes().uint64}[itemsize]
+
+
 def _as_tensor(T: type, x: Any) -> Tensor:
     return x if isinstance(x, T) else T(x)
 
@@ -175,7 +186,8 @@ class MoreOps(ExtraOps):
         return (self.isinf() | self.isnan()).logical_not()
 
     def bitcast(self: Tensor, dtype: Any) -> Tensor:
-        """Reinterpret the bits in a dtype of the same size (the BITCAST op of docs/tensor-ir.md)."""
+        """Reinterpret the bits in another dtype (the BITCAST op of docs/tensor-ir.md). Between sizes, the
+        last axis holds the same bytes (little-endian): 8 int8 become 2 int32 and back."""
         from rulec.runtime.ir.ops import Ops
         from rulec.runtime.ir.uop import UOp
 
@@ -188,27 +200,25 @@ class MoreOps(ExtraOps):
 
     def _bitcast_resized(self: Tensor, dt: Any) -> Tensor:
         """A bitcast to a dtype of another size rescales the last axis (as tinygrad): the bytes are regrouped,
-        little-endian, through unsigned integers: k narrow lanes shifted into one wide value, or one wide
-        value shifted and masked into k narrow lanes."""
-        dtypes = _dtypes()
+        little-endian, through unsigned integers of each size: k narrow lanes shifted into one wide value, or
+        one wide value shifted into k narrow lanes."""
         old, new = self.dtype.itemsize, dt.itemsize
-        uint = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
-        if old not in uint or new not in uint or self.dtype == dtypes.bool or dt == dtypes.bool:
-            raise ValueError(f"bitcast from {self.dtype.name} to {dt.name}: no such regrouping of bytes")
-        if not self.shape or not isinstance(self.shape[-1], int) or (self.shape[-1] * old) % new:
-            raise ValueError(f"bitcast from {self.dtype.name} to {dt.name} needs a last axis whose bytes fill whole "
-                             f"{dt.name} values, got shape {self.shape}")
-        T, lead, n = type(self), self.shape[:-1], self.shape[-1]
-        x = self.bitcast(uint[old])
-        if new > old:
-            k = new // old
-            shifts = T([8 * old * j for j in range(k)], dtype=uint[new], device=self.device)
-            lanes = x.reshape(*lead, n // k, k).cast(uint[new]) << shifts
-            return lanes.sum(-1).cast(uint[new]).bitcast(dt)
-        k = old // new
-        shifts = T([8 * new * j for j in range(k)], dtype=uint[old], device=self.device)
-        lanes = (x.reshape(*lead, n, 1) >> shifts) & ((1 << (8 * new)) - 1)
-        return lanes.cast(uint[new]).reshape(*lead, n * k).bitcast(dt)
+        if _dtypes().bool in (self.dtype, dt) or old not in _UNSIGNED_SIZES or new not in _UNSIGNED_SIZES:
+            raise BitcastSizeError(f"bitcast from {self.dtype.name} to {dt.name}: no such regrouping of bytes")
+        if self.ndim == 0 or not isinstance(self.shape[-1], int) or (self.shape[-1] * old) % new != 0:
+            raise BitcastSizeError(f"bitcast from {self.dtype.name} to {dt.name} needs a last axis whose bytes fill "
+                                   f"whole {dt.name} values, got shape {self.shape}")
+        old_u, new_u = _unsigned_of_size(old), _unsigned_of_size(new)
+        bits = self.bitcast(old_u)
+        if new > old:  # gather `new // old` neighbours, the first in the lowest bytes
+            lanes = bits.reshape(*self.shape[:-1], self.shape[-1] * old // new, new // old)
+            parts = [lanes[..., i].cast(new_u) << (8 * old * i) for i in range(new // old)]
+            packed = parts[0]
+            for part in parts[1:]:
+                packed = packed | part
+            return packed.bitcast(dt)
+        pieces = [(bits >> (8 * new * i)).cast(new_u) for i in range(old // new)]
+        return type(self).stack(*pieces, dim=-1).flatten(-2).bitcast(dt)
 
     # ------------------------------------------------------------------ reductions
 
