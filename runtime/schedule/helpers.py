@@ -276,19 +276,12 @@ def expand_indices(idxs: tuple[UOp, ...], in_shape: tuple, out_shape: tuple) -> 
 
 
 def expand_end(idxs: tuple[UOp, ...], in_shape: tuple, out_shape: tuple, end: Any) -> Any:
-    """The newest range an EXPAND ends (the INDEX's arg, for `axes_to_end` below): the ranges of its
-    broadcast axes that no other axis still reads, and the one an expand above ended (`end`)."""
-    kept: set[UOp] = set()
-    ending: list[UOp] = []
-    for i, a, b in zip(idxs, in_shape, out_shape):
-        if not i.has_op(_RANGE):
-            continue
-        rngs = _ranges_in(i)
-        if a == b:
-            kept.update(rngs)
-        else:
-            ending.extend(rngs)
-    ends = [u.arg for u in ending if u not in kept]
+    """The newest range an EXPAND ends (the INDEX's arg, for `axes_to_end` below): the ranges its broadcast
+    axes are indexed with, and the one an expand above ended (`end`). A range that a kept axis reads too
+    still counts: in sliding windows (`_pool`: an expand, then reshapes that merge the broadcast axis with a
+    kept one) both axes read the window's ranges, and a reduce read there must be stored, or a chain of
+    convolutions recomputes every earlier one per window place (as tinygrad 0.14 decides)."""
+    ends = [r.arg for i, a, b in zip(idxs, in_shape, out_shape) if a != b and i.has_op(_RANGE) for r in _ranges_in(i)]
     if end is not None:
         ends.append(end)
     return min(ends) if ends else None
