@@ -340,6 +340,20 @@ def substitute_all(root: UOp, old: tuple[UOp, ...], new: tuple[UOp, ...]) -> UOp
     return substitute(root, mapping)
 
 
+def picked_in_range(e: UOp, r: UOp) -> UOp:
+    """Whether the integer `e` names a lane of the range `r` (0 <= e < n): where a one-hot pick over `r`
+    (`sum over r of where(e == r, v, 0)`) finds its one lane."""
+    n = UOp.const(e.dtype, r.src[0].arg)
+    return (e < n) & (UOp.const(e.dtype, -1) < e)
+
+
+def picked_value(v: UOp, r: UOp, e: UOp, valid: UOp) -> UOp:
+    """`v` at the lane r = e of a one-hot pick, its indices gated by `valid` (an index past the range reads
+    nothing, as padding does)."""
+    at = valid.where(e.cast(dtypes.index), INVALID)
+    return simplify_index(substitute_all(v, (r,), (at,)))
+
+
 def axes_to_end(idx: UOp) -> tuple[int, ...] | None:
     """Which axes of an INDEX must close their loops before a reduce below is recomputed in them.
 
@@ -576,6 +590,51 @@ def _move(x: np.ndarray, op: UOp) -> np.ndarray | None:
     return None
 
 
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
+
+
+def _is_dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether (shape, strides) walks its elements one after another (axes of size 1 have any stride)."""
+    return all(st == want for d, st, want in zip(shape, strides, _contiguous_strides(shape)) if d != 1)
+
+
+def contiguous_run_of(view: UOp) -> int | None:
+    """The flat element offset where `view` (movement ops on a BUFFER) starts, when it reads the buffer's
+    elements offset, offset+1, ... in order (a slice of whole rows, a reshape of one); None for any other
+    view, a symbolic shape, or one past FLAT_READS_LIMIT elements (a copy checks its reads lane by lane).
+    Tracked as (shape, strides, offset) from the buffer up: SHRINK moves the offset, PERMUTE the strides,
+    RESHAPE keeps a dense run dense; anything else is not followed."""
+    chain: list[UOp] = []
+    u = view
+    while u.op in GroupOp.Movement:
+        chain.append(u)
+        u = u.src[0]
+    if u.op is not Ops.BUFFER or not isinstance(u.arg, int) or not chain:
+        return None
+    if not all(isinstance(d, int) for op in chain for d in (op.shape or ())) or view.size > FLAT_READS_LIMIT:
+        return None
+    shape, strides, offset = (u.arg,), (1,), 0
+    for op in reversed(chain):
+        if op.op is Ops.SHRINK and all(isinstance(v, int) for pair in op.arg for v in pair):
+            offset += sum(start * st for (start, _), st in zip(op.arg, strides))
+            shape = tuple(end - start for start, end in op.arg)
+        elif op.op is Ops.PERMUTE:
+            shape, strides = tuple(shape[k] for k in op.arg), tuple(strides[k] for k in op.arg)
+            continue
+        elif op.op is Ops.RESHAPE and _is_dense(shape, strides):
+            shape = tuple(op.arg)
+            strides = _contiguous_strides(shape)
+            continue
+        else:
+            return None
+    return offset if _is_dense(shape, strides) else None
+
+
 def is_pointer(dt: DType) -> bool:
     return isinstance(dt, PtrDType)
 
@@ -590,5 +649,6 @@ SCHEDULE_HELPERS = {
     "same_but_tags": same_but_tags, "reads": reads, "splat_of": splat_of, "can_carry_tag": can_carry_tag,
     "reshape_indices": reshape_indices, "pad_indices": pad_indices, "pad_valid": pad_valid,
     "expand_indices": expand_indices, "expand_end": expand_end, "unindexed": unindexed,
-    "trip_count": trip_count,
+    "trip_count": trip_count, "contiguous_run_of": contiguous_run_of,
+    "picked_in_range": picked_in_range, "picked_value": picked_value,
 }

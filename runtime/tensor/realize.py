@@ -21,6 +21,7 @@ from rulec.backends.render import render
 from rulec.runtime.device import Device
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.engine.pipeline import Pipeline
+from rulec.runtime.schedule.kernel_bounds import evaluate_lanes
 from rulec.runtime.schedule.scheduler import ScheduleItem, create_schedule, set_renderer
 from rulec.runtime.ir.shape import device_of
 from rulec.runtime.tensor.live import all_tensors, is_virtual
@@ -73,14 +74,38 @@ def run_item(item: ScheduleItem, var_vals: dict[str, int] | None = None, device:
 
 
 def _copy(item: ScheduleItem, arrays: list[np.ndarray]) -> None:
-    """A COPY kernel: one whole buffer into another, element for element (the scheduler realizes what a copy
-    reads, so it reads a buffer at the index it stores to); anything else is refused, never guessed."""
+    """A COPY kernel: a buffer, or one run of its elements (`b[3:7].to(d)`, rows `m[1:3]`), into another
+    buffer element for element (the scheduler realizes any other source a copy reads). A run's offset is
+    read off the kernel's indices, lane by lane; anything else is refused, never guessed."""
     store = item.ast
     read = store.src[1].src[0]
-    if not (read.op is Ops.LOAD and read.src[0].op is Ops.INDEX and len(arrays) == 2
-            and read.src[0].src[1:] == store.src[0].src[1:] and arrays[0].size == arrays[1].size):
-        raise RuntimeError(f"a COPY kernel that is not a whole-buffer copy: {store}")
-    arrays[0][...] = arrays[1]
+    if not (read.op is Ops.LOAD and read.src[0].op is Ops.INDEX and len(arrays) == 2):
+        raise RuntimeError(f"a COPY kernel that is not a buffer copy: {store}")
+    dst, src = arrays
+    if read.src[0].src[1:] == store.src[0].src[1:] and dst.size == src.size:
+        dst[...] = src
+        return
+    offset = _run_offset(store.src[0].src[1], read.src[0].src[1], dst.size, src.size)
+    if offset is None:
+        raise RuntimeError(f"a COPY kernel that does not read one run of its source in order: {store}")
+    dst.reshape(-1)[...] = src.reshape(-1)[offset:offset + dst.size]
+
+
+def _run_offset(store_idx: UOp, read_idx: UOp, n: int, src_size: int) -> int | None:
+    """The k for which the copy's lane storing element i reads element i + k, for every i in 0..n-1 and
+    inside the source; None when the lanes do not read one run so."""
+    if any(u.op is Ops.INVALID for u in read_idx.toposort()):
+        return None
+    vals = evaluate_lanes([store_idx, read_idx])
+    if isinstance(vals, str):
+        return None
+    shape = np.broadcast_shapes(*(np.shape(v) for v in vals.values()))
+    stores = np.broadcast_to(vals[store_idx], shape).ravel()
+    reads = np.broadcast_to(vals[read_idx], shape).ravel()
+    if stores.size != n or not np.array_equal(np.sort(stores), np.arange(n)):
+        return None
+    k = int(reads[0] - stores[0])
+    return k if 0 <= k and k + n <= src_size and np.all(reads - stores == k) else None
 
 
 def _empty_as_const(u: UOp) -> UOp:

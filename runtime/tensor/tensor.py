@@ -1147,7 +1147,8 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         for j, (ax, t) in enumerate(zip(axes, idx)):
             n = self.shape[ax]
             t = (t < 0).where(t + n, t)
-            hit = t.reshape(bshape + (1,)) == Tensor.arange(n).reshape((1,) * nb + (n,))
+            positions = Tensor.arange(n, dtype=dtypes.int64 if n - 1 > dtypes.int32.max else None)  # past int32: int64
+            hit = t.reshape(bshape + (1,)) == positions.reshape((1,) * nb + (n,))
             hit = hit.reshape((1,) * nr + bshape + tuple(n if i == j else 1 for i in range(k)))
             mask = hit if mask is None else mask & hit
         assert mask is not None
@@ -1544,7 +1545,7 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         if not isinstance(x, Tensor):
             raise TypeError(f"replace() takes a Tensor, not {type(x).__name__}")
         if x.shape != self.shape:
-            raise ValueError(f"replace() needs the same shape: {self.shape} != {x.shape}")
+            raise ValueError(f"replace() needs the same shape: {self.shape} and {x.shape}")
         self.uop = x.uop
         # what self was a view of, or realized from, is x's now (assign and gradients follow these)
         self._made_from, self._realized_from = getattr(x, "_made_from", None), getattr(x, "_realized_from", None)

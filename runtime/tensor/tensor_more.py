@@ -697,8 +697,8 @@ class MoreOps(ExtraOps):
         T = type(self)
         if not T.training or p == 0:
             return self
-        if p == 1:
-            return self * 0
+        if p == 1:  # every element dropped: zeros, with no kernel (x * 0 would keep inf and nan as nan)
+            return self.zeros_like()
         keep = self.rand_like(dtype=_dtypes().default_float) >= p  # on self's devices, laid out as self
         return keep.where(self, 0) * (1 / (1 - p))
 
@@ -747,6 +747,15 @@ class MoreOps(ExtraOps):
         return list(self.split(math.ceil(n / chunks) if n else 1, d)) if n else [self] * chunks
 
     def clone(self: Tensor, device: str | None = None) -> Tensor:
+        """A copy in a buffer of its own (`_cloned_value`), with a clone of self's gradient and self's
+        is_param, as tinygrad 0.14: a clone made after backward() keeps the gradient computed so far."""
+        out = self._cloned_value(device)
+        if self.grad is not None:
+            out.grad = self.grad._cloned_value(device)
+        out.is_param = self.is_param
+        return out
+
+    def _cloned_value(self: Tensor, device: str | None = None) -> Tensor:
         """A copy in a buffer of its own, as tinygrad: a fresh buffer assigned self's value (one kernel), so
         assigning to it, or to a view of it, writes that buffer and leaves self unchanged. A value with no
         device (an arange) gets a buffer on `device` or the default one; a clone onto another device is a

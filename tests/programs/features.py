@@ -110,4 +110,13 @@ same(x.reshape(4, 6, 1).expand(4, 6, 5).max(2), A)
 # average pooling divides by the count of its window: a sum of 1.0 over two ranges, one product
 same(x.reshape(1, 1, 4, 6).avg_pool2d(kernel_size=(2, 3), stride=1).reshape(3, 4),
      sum(A[i:i + 3, j:j + 4] for i in range(2) for j in range(3)) / 6)
+# indexing by a tensor is a pick of one element (no loop over the axis), also where the sum upcasts (int8, half);
+# an index past the axis reads 0
+H = (np.arange(24).reshape(6, 4) - 9).astype(np.float16)
+picks = np.array([[5, -1], [0, 2]], np.int32)
+same(realized(H)[Tensor(picks)], H[picks])
+same(realized(H.astype(np.int8))[Tensor(picks)], H.astype(np.int8)[picks])
+same(realized(A)[Tensor([3, 4, -5])], np.stack([A[3], np.zeros(6, np.float32), np.zeros(6, np.float32)]))
+# a slice of whole rows copied to another device is read from its offset (no kernel makes it first)
+same(realized(A)[1:3].to("CPU:1"), A[1:3])
 print(f"{checked} feature programs equal numpy")
