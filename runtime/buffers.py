@@ -11,6 +11,7 @@ the BUFFER node itself.
 * `new_buffer_uop(dtype, size)` makes a buffer with no contents yet; `ensure_allocated(buf)` gives it
   uninitialized storage, and `get(buf)` does so on first use, so an unwritten buffer reads as garbage.
 * `set(buf, data)` copies `data` (any shape, any numpy dtype) in, flattened and converted.
+* `adopt(buf, data)` is `set` without the copy where `data` already is flat storage (a loaded pickle's).
 * `from_numpy(array, dtype)` is `new_buffer_uop` + `set`.
 
 The store holds its keys weakly: once no graph references a BUFFER node, its contents are dropped.
@@ -107,6 +108,16 @@ def set(buf: UOp, data: np.ndarray) -> None:  # noqa: A001 - the store's get/set
     if flat.size != _check(buf).arg:
         raise ValueError(f"buffer holds {buf.arg} elements, got data of shape {np.shape(data)}")
     _store[buf] = flat.astype(numpy_dtype(buf.dtype), copy=True)
+
+
+def adopt(buf: UOp, data: np.ndarray) -> None:
+    """Make `data` the storage of `buf` without a copy where it already is a writable flat array of the
+    storage dtype (a large buffer loaded from a pickle is not held twice); else as `set`."""
+    flat = np.asarray(data).reshape(-1)
+    if flat.dtype == numpy_dtype(_check(buf).dtype) and flat.size == buf.arg and flat.flags.writeable:
+        _store[buf] = flat
+    else:
+        set(buf, flat)
 
 
 def from_numpy(array: np.ndarray, dtype: DType | None = None, device: str = "CPU") -> UOp:

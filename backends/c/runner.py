@@ -11,6 +11,7 @@ import os
 import platform
 import shlex
 import subprocess
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
@@ -60,8 +61,34 @@ def host_cpu() -> str:
 LARGE_KERNEL_LINES = 4000
 
 
+# a float16 select, the code that some assemblers cannot encode natively (GNU as 2.40 rejects the masked
+# `vmovsh` that gcc 12 emits for it with AVX512-FP16, on short loops): see half_flags()
+_HALF_PROBE = "".join(f"""void probe{n}(_Float16* restrict o, const _Float16* restrict a) {{
+  for (int i = 0; i < {n}; i++) {{ _Float16 v = a[i]; o[i] = ((_Float16)0.0f < v) ? v : (_Float16)0.0f; }}
+}}
+""" for n in (3, 10))
+
+
+@lru_cache(maxsize=None)
+def half_flags(cc: str, native: tuple[str, ...]) -> tuple[str, ...]:
+    """Extra flags for kernels with float16 values: `-mno-avx512fp16` where the toolchain cannot build
+    float16 code for the native CPU's AVX512-FP16 (each op still rounds to float16 as its value is
+    assigned: the kernels name every value), else none. Asked once per compiler and process."""
+    if not native:
+        return ()
+    with tempfile.TemporaryDirectory() as tmp:
+        def builds(extra: tuple[str, ...]) -> bool:
+            cmd = [cc, *BASE_FLAGS, *native, *extra, "-x", "c", "-", "-o", os.path.join(tmp, "p.so")]
+            return subprocess.run(cmd, input=_HALF_PROBE, capture_output=True, text=True).returncode == 0
+        if builds(()) or not builds(("-mno-avx512fp16",)):
+            return ()
+    return ("-mno-avx512fp16",)
+
+
 def cflags(source: str = "") -> tuple[str, ...]:
     native = ("-march=native",) if platform.machine() in ("x86_64", "AMD64") else ()
+    if "_Float16" in source:
+        native += half_flags(find_cc(), native)
     base = BASE_FLAGS
     if source.count("\n") > LARGE_KERNEL_LINES:
         base = tuple("-O1" if f == "-O2" else f for f in base)

@@ -7,6 +7,7 @@ is structural equality and a node's hash is its identity. Derived facts
 from __future__ import annotations
 
 import weakref
+from math import copysign
 from typing import Any, Callable, Generator, Iterator
 
 from rulec.runtime.ir.dtype import DType, PtrDType, dtypes, python_value
@@ -16,6 +17,9 @@ from rulec.runtime.ir.walk import run_recursive
 _UNSET: Any = object()
 # the marker of a node whose sources are done, on the flat stacks of the walks below
 _EMIT: Any = object()
+
+# the key's type slot of a CONST -0.0 (its own node: see UOp.__new__)
+_NEG_ZERO = "-0.0"
 
 # Ops whose result is a bool whatever the operand dtype.
 _COMPARISONS = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
@@ -42,8 +46,10 @@ class UOp:
     tag: Any
 
     def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None, tag: Any = None):
-        # the type of arg is part of the key: 1, 1.0 and True are equal in Python but not as args
-        key = (op, dtype, src, arg, type(arg), tag)
+        # the type of arg is part of the key: 1, 1.0 and True are equal in Python but not as args; so is the
+        # sign of a float zero: 0.0 == -0.0, but x / 0.0 and x / -0.0 are infinities of opposite signs
+        key = (op, dtype, src, arg, _NEG_ZERO if type(arg) is float and arg == 0.0 and copysign(1.0, arg) < 0
+               else type(arg), tag)
         try:
             ref = _CACHE.get(key)
         except TypeError:

@@ -5,6 +5,7 @@ so the rule compiler accepts them by name.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Generator
 
 import numpy as np
@@ -531,6 +532,13 @@ def splat_of(u: UOp) -> Any:
     return u.arg if u.op is Ops.CONST and not u.src else None
 
 
+def splat_is_plus_zero(u: UOp) -> bool:
+    """Whether every element of `u` is the constant 0 (as `splat_of`), and not the float -0.0: x - 0.0 is x
+    for every float, x - (-0.0) is not (-0.0 - (-0.0) is 0.0)."""
+    v = splat_of(u)
+    return v == 0 and not (isinstance(v, float) and math.copysign(1.0, v) < 0)
+
+
 def same_but_tags(a: UOp, b: UOp) -> bool:
     """Whether `a` and `b` are the same node but for their tags (the tensors numbered onto them)."""
     return a.replace(tag=None) is b.replace(tag=None)
@@ -647,6 +655,7 @@ SCHEDULE_HELPERS = {
     "sum_commutes_with_cast": sum_commutes_with_cast, "used_or_longer_ranges": used_or_longer_ranges,
     "reads_target_elsewhere": reads_target_elsewhere, "buffer_under": buffer_under,
     "same_but_tags": same_but_tags, "reads": reads, "splat_of": splat_of, "can_carry_tag": can_carry_tag,
+    "splat_is_plus_zero": splat_is_plus_zero,
     "reshape_indices": reshape_indices, "pad_indices": pad_indices, "pad_valid": pad_valid,
     "expand_indices": expand_indices, "expand_end": expand_end, "unindexed": unindexed,
     "trip_count": trip_count, "contiguous_run_of": contiguous_run_of,

@@ -248,6 +248,12 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         self.uop: UOp = uop
         all_tensors.add(self)
 
+    def __reduce__(self) -> tuple[Any, tuple]:
+        # the buffers' contents travel with the graph, and load as fresh buffers (runtime/tensor/pickling.py)
+        from rulec.runtime.tensor import pickling
+
+        return pickling.restore_tensor, (type(self), *pickling.tensor_state(self))
+
     # ------------------------------------------------------------------ facts
 
     @property
