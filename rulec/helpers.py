@@ -7,9 +7,11 @@ the small pure helpers scripts import (`partition`, `unwrap`, `make_tuple`, `cei
 Settings: TRAINING is `Tensor.training`. Other names are kept (readable with `getenv` inside the
 context) and otherwise have no effect here: rulec has no BEAM search or DEBUG printing of its own.
 
-GlobalCounters counts what rulec's `realize` runs (kernel_count, global_mem: the bytes of the buffers
-each kernel binds, time_sum_s: the time of each realize, scheduling included). rulec does not count
-operations, so tinygrad's `global_ops` is not provided (reading it raises AttributeError saying so).
+GlobalCounters counts what rulec's `realize` runs (kernel_count; global_ops: the value operations of each
+kernel, `ScheduleItem.ops`: each ALU op once per iteration of its loops, so a matmul of (M, K) and (K, N)
+is 2*M*N*K; an estimate of the same kind as tinygrad's, not equal to it (tinygrad counts one add fewer per
+reduce, and the ops its exp and log expand into); global_mem: the bytes of the buffers each kernel binds;
+time_sum_s: the time of each realize, scheduling included).
 """
 from __future__ import annotations
 
@@ -237,25 +239,19 @@ TRAINING, DEBUG, BEAM = ContextVar("TRAINING", 0), ContextVar("DEBUG", 0), Conte
 JIT, NOOPT = ContextVar("JIT", 1), ContextVar("NOOPT", 0)
 
 
-class _CountersMeta(type):
-    def __getattr__(cls, name: str) -> Any:
-        if name == "global_ops":
-            raise AttributeError("GlobalCounters.global_ops is not provided by rulec: rulec does not count the "
-                                 "operations its kernels run (kernel_count, global_mem and time_sum_s are counted)")
-        raise AttributeError(f"type object 'GlobalCounters' has no attribute {name!r}")
-
-
-class _GlobalCounters(metaclass=_CountersMeta):
-    """`GlobalCounters`: what rulec's realize ran since the last reset(): kernels, bytes bound, seconds
-    (see the module doc). Counting starts when a program first asks for GlobalCounters."""
+class _GlobalCounters:
+    """`GlobalCounters`: what rulec's realize ran since the last reset(): kernels, value operations, bytes
+    bound, seconds (see the module doc). Counting starts when a program first asks for GlobalCounters."""
 
     kernel_count: int = 0
+    global_ops: int = 0
     global_mem: int = 0
     time_sum_s: float = 0.0
 
     @staticmethod
     def reset() -> None:
-        _GlobalCounters.kernel_count, _GlobalCounters.global_mem, _GlobalCounters.time_sum_s = 0, 0, 0.0
+        _GlobalCounters.kernel_count, _GlobalCounters.global_ops = 0, 0
+        _GlobalCounters.global_mem, _GlobalCounters.time_sum_s = 0, 0.0
 
 
 class _CountingWatcher:
@@ -273,6 +269,7 @@ class _CountingWatcher:
         for item in items:
             if not item.is_copy:
                 _GlobalCounters.kernel_count += 1
+                _GlobalCounters.global_ops += item.ops
             _GlobalCounters.global_mem += sum(b.arg * b.dtype.itemsize for b in item.buffers)
 
 

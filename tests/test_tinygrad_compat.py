@@ -262,8 +262,20 @@ def test_global_counters_count_the_kernels_realize_runs():
     assert GlobalCounters.global_mem == sum(b.arg * b.dtype.itemsize for i in expected for b in i.buffers)
     assert GlobalCounters.time_sum_s > 0
     np.testing.assert_allclose(out.numpy(), np.full(4, 25.0))
-    with pytest.raises(AttributeError, match="global_ops is not provided by rulec"):
-        GlobalCounters.global_ops  # noqa: B018
+    # value ops, as tinygrad counts them: 4x8 muls and adds, 4x8 accumulates, 4 adds (index arithmetic is not)
+    assert GlobalCounters.global_ops == sum(i.ops for i in expected) == 4 * 8 * 3 + 4
+
+
+def test_global_ops_of_a_matmul_is_two_flops_per_multiply_add():
+    from rulec.helpers import GlobalCounters
+
+    a = rulec.Tensor(np.ones((6, 5), np.float32)).realize()
+    b = rulec.Tensor(np.ones((5, 7), np.float32)).realize()
+    GlobalCounters.reset()
+    (a @ b).realize()
+    assert GlobalCounters.global_ops == 2 * 6 * 5 * 7 and GlobalCounters.kernel_count == 1
+    GlobalCounters.reset()
+    assert GlobalCounters.global_ops == 0
 
 
 def test_settings_as_objects_follow_context():

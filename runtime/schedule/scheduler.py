@@ -7,10 +7,25 @@ from pathlib import Path
 from typing import Callable
 
 from rulec.runtime.engine.pipeline import Pipeline, load_pipeline, run_pipeline
-from rulec.runtime.ir.ops import Ops
+from rulec.runtime.ir.dtype import dtypes
+from rulec.runtime.ir.ops import GroupOp, Ops
 from rulec.runtime.ir.uop import UOp
 from rulec.runtime.schedule.kernel_check import check_kernel
 
+
+
+def _iterations(ranges: tuple[UOp, ...], bound: dict[UOp, int]) -> int:
+    """How many times a body inside `ranges` runs: the product of their sizes (a symbolic size evaluated
+    with the kernel's bound variables, or its upper bound)."""
+    n = 1
+    for r in ranges:
+        size = r.src[0]
+        if size.op is Ops.CONST:
+            n *= size.arg
+        else:
+            value = size.substitute({v: UOp.const(v.dtype, x) for v, x in bound.items()}) if bound else size
+            n *= int(value.arg) if value.op is Ops.CONST else int(value.vmax)
+    return n
 
 def default_pipeline_path() -> Path:
     from rulec.runtime.resources import rules_dir
@@ -34,6 +49,22 @@ class ScheduleItem:
     @property
     def outputs(self) -> tuple[int, ...]:
         return tuple(st.src[0].src[0].arg for st in self.ast.src if st.op is Ops.STORE)
+
+    @property
+    def ops(self) -> int:
+        """How many value operations the kernel runs (`GlobalCounters.global_ops`; an estimate of the kind
+        tinygrad makes): each ALU op on values (not index arithmetic) once per iteration of the loops open
+        around it, and each reduce once per iteration of its loops. A loop of symbolic size counts at its
+        bound variable's value."""
+        bound = {b.src[0]: b.src[1].arg for b in self.bound_vars}
+        total = 0
+        for u in self.ast.toposort():
+            if u.op is Ops.REDUCE:
+                total += _iterations(u.src[0].ranges, bound)
+            elif u.op in GroupOp.ALU and u.dtype.scalar != dtypes.index and \
+                    not all(s.dtype.scalar == dtypes.index for s in u.src):
+                total += _iterations(u.ranges, bound)
+        return total
 
     @property
     def is_copy(self) -> bool:
