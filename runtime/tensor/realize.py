@@ -25,7 +25,7 @@ from rulec.runtime.schedule.kernel_bounds import evaluate_lanes
 from rulec.runtime.schedule.scheduler import ScheduleItem, create_schedule, set_renderer
 from rulec.runtime.ir.shape import device_of
 from rulec.runtime.tensor.live import all_tensors, is_virtual
-from rulec.runtime.ir.uop import UOp, substitute
+from rulec.runtime.ir.uop import UOp, op_mask, substitute
 
 if TYPE_CHECKING:
     from rulec.runtime.tensor.tensor import Tensor
@@ -167,9 +167,14 @@ def realize(*tensors: Tensor, pipeline: Pipeline | None = None, read: Tensor | N
     return items
 
 
+_ASSIGN = op_mask(Ops.ASSIGN)
+
+
 def _still_current(done: dict[UOp, UOp], sink: UOp) -> dict[UOp, UOp]:
     """The realized graphs in `done` whose stored values are still what they compute after this realize:
     those that read no buffer the realize assigned to (reads through the ASSIGN itself see the new contents)."""
+    if not sink.has_op(_ASSIGN):  # the usual realize: nothing overwritten, no walk
+        return done
     overwritten = {b for a in sink.toposort() if a.op is Ops.ASSIGN
                    for b in a.src[0].toposort(gate=lambda x: x.op is not Ops.ASSIGN) if b.op is Ops.BUFFER}
     if not overwritten:
