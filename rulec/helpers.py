@@ -2,7 +2,8 @@
 for: `Context` (scoped settings, `Context(TRAINING=1)`), `getenv`, the settings as objects (`TRAINING`,
 `DEBUG`, `BEAM`, `JIT`, `NOOPT`: ContextVar, truthy and comparable as tinygrad's), `GlobalCounters`,
 `Timing`, `tqdm`/`trange` (a progress line on stderr), `colored`, `prod`, `dedup`, `flatten`, `all_same`, and
-the small pure helpers scripts import (`partition`, `unwrap`, `make_tuple`, `ceildiv`, `round_up`, `get_child`...).
+the small pure helpers scripts import (`partition`, `unwrap`, `make_tuple`, `ceildiv`, `round_up`, `get_child`...),
+and `fetch` (a download kept in the user cache: runtime/tensor/downloads.py).
 
 Settings: TRAINING is `Tensor.training`. Other names are kept (readable with `getenv` inside the
 context) and otherwise have no effect here: rulec has no BEAM search or DEBUG printing of its own.
@@ -22,10 +23,12 @@ import sys
 import time
 from typing import Any, Generic, Iterable, Iterator, TypeVar
 
+from rulec.runtime.tensor.downloads import fetch  # noqa: F401 (tinygrad.helpers.fetch)
+
 __all__ = ["Context", "getenv", "ContextVar", "TRAINING", "DEBUG", "BEAM", "JIT", "NOOPT", "GlobalCounters", "Timing",
            "tqdm", "trange", "colored", "prod", "dedup", "flatten", "all_same", "partition", "unwrap", "make_tuple",
            "to_tuple", "argfix", "argsort", "all_int", "ceildiv", "round_up", "round_down", "next_power2",
-           "fully_flatten", "get_child", "merge_dicts", "get_single_element", "pluralize"]
+           "fully_flatten", "get_child", "merge_dicts", "get_single_element", "pluralize", "fetch"]
 
 T = TypeVar("T")
 

@@ -69,10 +69,10 @@ def test_every_mapped_module_imports_and_its_names_are_rulecs(layer):
 
 @pytest.mark.parametrize("statement, missing", [
     ("from tinygrad import function", "tinygrad.function"),
-    ("from tinygrad.helpers import fetch", "tinygrad.helpers.fetch"),
+    ("from tinygrad.helpers import fetch_fw", "tinygrad.helpers.fetch_fw"),
     ("from tinygrad.nn.state import torch_load", "tinygrad.nn.state.torch_load"),
-    ("import tinygrad.nn.datasets", "tinygrad.nn.datasets"),
-    ("from tinygrad.nn.datasets import mnist", "tinygrad.nn.datasets"),
+    ("import tinygrad.nn.onnx", "tinygrad.nn.onnx"),
+    ("from tinygrad.nn.onnx import OnnxRunner", "tinygrad.nn.onnx"),
     ("from tinygrad.engine.realize import run_schedule", "tinygrad.engine.realize"),
 ])
 def test_a_name_rulec_does_not_provide_raises_an_import_error_naming_it(layer, statement, missing):
@@ -90,7 +90,7 @@ def test_attribute_access_to_a_missing_name_is_an_attribute_error(layer):
     import tinygrad
 
     assert not hasattr(tinygrad, "function")
-    assert getattr(tinygrad.helpers, "fetch", "default") == "default"
+    assert getattr(tinygrad.helpers, "fetch_fw", "default") == "default"
     with pytest.raises(AttributeError, match="tinygrad.function is not provided by rulec"):
         tinygrad.function  # noqa: B018
 

@@ -50,9 +50,10 @@ MODULES: dict[str, Mapping] = {
     # the names beside Tensor are those tinygrad's own modules import and scripts take from there
     "tinygrad.tensor": Mapping(names={**_TENSOR_AND_DTYPES, "DType": "rulec.runtime.ir.dtype:DType",
                                       "UOp": "rulec.runtime.ir.uop:UOp", "Variable": "rulec.runtime.ir.uop:UOp.variable"}),
-    "tinygrad.nn": Mapping(names=_TENSOR_AND_DTYPES, all_of=("rulec.nn",), submodules=("optim", "state")),
+    "tinygrad.nn": Mapping(names=_TENSOR_AND_DTYPES, all_of=("rulec.nn",), submodules=("optim", "state", "datasets")),
     "tinygrad.nn.optim": Mapping(names=_TENSOR_AND_DTYPES, all_of=("rulec.nn.optim",)),
     "tinygrad.nn.state": Mapping(names=_TENSOR_AND_DTYPES, all_of=("rulec.nn.state",)),
+    "tinygrad.nn.datasets": Mapping(names={"Tensor": "rulec.runtime.tensor.tensor:Tensor"}, all_of=("rulec.nn.datasets",)),
     "tinygrad.helpers": Mapping(all_of=("rulec.helpers",)),
     "tinygrad.dtype": Mapping(names={"dtypes": "rulec.runtime.ir.dtype:dtypes", "DType": "rulec.runtime.ir.dtype:DType",
                                      "PtrDType": "rulec.runtime.ir.dtype:PtrDType"}),

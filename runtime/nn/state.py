@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from rulec.runtime.ir.dtype import dtypes
 from rulec.runtime.tensor.tensor import Tensor
 
-__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load"]
+__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "tar_extract"]
 
 
 def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> dict[str, Tensor]:
@@ -100,3 +101,15 @@ def safe_load(fn: str | Path) -> dict[str, Tensor]:
     from safetensors.numpy import load_file
 
     return {name: Tensor(a).realize() for name, a in load_file(str(fn)).items()}
+
+
+def tar_extract(t: Tensor) -> dict[str, Tensor]:
+    """The regular files of the tar archive held in the uint8 Tensor `t` (a `Tensor.from_url` of a .tar, say),
+    by member name, each a uint8 Tensor of its bytes."""
+    import io
+    import tarfile
+
+    if t.dtype != dtypes.uint8 or t.ndim != 1:
+        raise ValueError(f"tar_extract takes a 1-d uint8 Tensor of an archive's bytes, not {t.dtype.name} of shape {t.shape}")
+    with tarfile.open(fileobj=io.BytesIO(t.numpy().tobytes())) as archive:
+        return {m.name: Tensor(archive.extractfile(m).read()) for m in archive.getmembers() if m.isfile()}

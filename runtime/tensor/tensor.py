@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -239,6 +240,8 @@ class Tensor(MoreOps, LinalgOps, Autograd):
             uop = _buffer_view(arr, dtype or _numpy_to_dtype(arr, from_python=True), dev)
         elif data is None:  # no data: a 0-d zero of the default float (tinygrad 0.14's)
             uop = _const(dtype or dtypes.default_float, 0, _on(device))
+        elif isinstance(data, Path):  # a file's bytes, read as `dtype` (uint8 by default), as tinygrad's
+            uop = _file_contents(data, dtype or dtypes.uint8, dev)
         elif isinstance(data, (bytes, bytearray)):  # raw bytes: one uint8 each
             uop = _buffer_view(np.frombuffer(bytes(data), np.uint8).copy(), dtypes.uint8, dev)
         else:
@@ -342,6 +345,14 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         raise TypeError("the truth value of a Tensor is ambiguous; realize it with .numpy() or .item()")
 
     # ------------------------------------------------------------------ creation
+
+    @staticmethod
+    def from_url(url: str, gunzip: bool = False, **kwargs: Any) -> Tensor:
+        """The contents of `url` as a uint8 Tensor (or `dtype=`), downloaded once and kept in the user cache
+        (runtime/tensor/downloads.py); `gunzip` unzips them first."""
+        from rulec.runtime.tensor.downloads import fetch
+
+        return Tensor(fetch(url, gunzip=gunzip), **kwargs)
 
     @staticmethod
     def empty(*shape: Any, device: str | None = None, dtype: DType | str | None = None) -> Tensor:
@@ -1870,6 +1881,15 @@ def _value_in_base(base: UOp, chain: list[UOp], value: UOp) -> UOp:
 def _reshape_buffer(buf: UOp, shape: tuple[int, ...]) -> UOp:
     # always built, even as a no-op: a realized tensor is BUFFER + RESHAPE (docs/tensor-ir.md)
     return UOp(Ops.RESHAPE, buf.dtype, (buf,), tuple(shape))
+
+
+def _file_contents(path: Path, dtype: DType, device: str) -> UOp:
+    """A file's bytes as one buffer of `dtype`; a tail shorter than one element is left out."""
+    raw = np.fromfile(path, np.uint8)
+    uop = _buffer_view(raw, dtypes.uint8, device)
+    if dtype == dtypes.uint8:
+        return uop
+    return Tensor(uop)[:len(raw) - len(raw) % dtype.itemsize].bitcast(dtype).uop
 
 
 def _buffer_view(arr: np.ndarray, dtype: DType, device: str) -> UOp:
