@@ -352,6 +352,42 @@ def test_cpu_reduce_kernels_upcast_their_innermost_output_loop_alone_when_no_til
     np.testing.assert_allclose((T(a) @ T(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
 
 
+def test_a_convolution_tiles_output_channels_with_pixels_when_no_loop_is_a_multiple_of_eight():
+    # output 20 x 20 pixels: no loop of 8 lanes along the row, so the tile takes 8 output channels (each
+    # input pixel serves all 8) by 4 pixels of the row (each weight serves all 4): 4 + 8 loads per step
+    from rulec.runtime.codegen.helpers import UPCAST, UPCAST2
+
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((2, 3, 24, 24)).astype(np.float32), rng.standard_normal((32, 3, 5, 5)).astype(np.float32)
+    out = T(x).conv2d(T(w))
+    src = Tensor.schedule(out)[-1].render("c")
+    lanes = UPCAST * UPCAST2
+    assert f"float acc{lanes - 1};" in src and f"acc{lanes};" not in src
+    assert "< 4; " in src and "< 5; " in src  # 32 channels / 8 lanes, 20 pixels / 4 lanes
+    assert src.count("data1[") == UPCAST2 and src.count("data2[") == UPCAST
+    want = np.zeros((2, 32, 20, 20), np.float32)
+    for dy in range(5):
+        for dx in range(5):
+            want += np.einsum("bchw,oc->bohw", x[:, :, dy:dy + 20, dx:dx + 20], w[:, :, dy, dx])
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_equal_kernels_of_two_schedules_are_lowered_once():
+    # a kernel AST keeps its schedule's tags (numbered over the whole graph): lowering drops them, so the
+    # same kernel in a larger schedule (the next step of a training loop) reuses the first lowering
+    from rulec.runtime.codegen.lower import _lower, lower
+    from rulec.runtime.ir.uop import untagged
+
+    a = T(np.arange(12, dtype=np.float32).reshape(3, 4)).realize()
+    first = Tensor.schedule(((a + 1) * 2).sum(1))[-1].ast
+    items = Tensor.schedule((a * 5).exp().max(), ((a + 1) * 2).sum(1))
+    (second,) = [it.ast for it in items if untagged(it.ast) is untagged(first)]
+    assert second is not first  # the premise: the tags differ
+    lower(first, "cpu")
+    misses = _lower.cache_info().misses
+    assert lower(second, "cpu") is lower(first, "cpu") and _lower.cache_info().misses == misses
+
+
 def test_copies_of_realized_buffers_views_and_constants():
     """.to() of a realized buffer is one copy (it used to lose its output: the copy's tag was dropped when
     the reshape moved after it), of a view of one its copy, and of a constant a constant (it used to leave

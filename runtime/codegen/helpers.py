@@ -2,6 +2,8 @@
 runtime/codegen/steps.py read. Pure functions."""
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any
 
 from rulec.runtime.ir.alu import reduce_identity
@@ -118,20 +120,44 @@ def unroll_loop(sink: UOp, r: UOp, lanes: int = UPCAST) -> UOp:
     return UOp.sink(*stores)
 
 
-# lanes of the second upcast loop (the output loop around the innermost one)
+# lanes of the second loop of an upcast tile
 UPCAST2 = 4
+# the lanes a tile's first loop may take, and its second's: the largest that divides the loop; a tile has at
+# most UPCAST * UPCAST2 lanes in all (each keeps an accumulator in a register)
+FIRST_LANES = (UPCAST, 4)
+SECOND_LANES = (UPCAST2, 2)
 
 
-def second_upcast_loop(sink: UOp, inner: UOp) -> UOp | None:
-    """The output loop just outside `inner` (the loop `upcast_loop` found) in every store, of constant size
-    a multiple of UPCAST2 (at least twice it): unrolling it too makes a tile of outputs that share each load
-    along both loops (a row of A and a column of B in A @ B); None when there is none."""
-    def around(st: UOp) -> UOp | None:
-        loops = _output_loops(st)
-        return loops[-2] if len(loops) >= 2 and loops[-1] is inner else None
+def upcast_tile(sink: UOp) -> tuple[tuple[UOp, int], ...]:
+    """The loops `upcast` (runtime/codegen/steps.py) unrolls in a reduce kernel, each with its lanes: one or
+    two output loops that every store runs in, each of constant size, a multiple of its lanes and at least
+    twice them. Of those tiles, the one that loads least per output: a load inside a reduction is made once
+    per lane of the tile loops its index reads, and shared by the lanes of the others (A @ B: a row of A
+    serves every column lane, a column of B every row lane; a convolution: an input pixel serves every
+    output-channel lane, a weight every pixel lane). Ties go to the larger tile, then to inner loops, so
+    the first loop is the innermost where it can be. () when the kernel has no reduction or no such loop."""
+    roots = [s for s in sink.src if s.op is Ops.STORE]
+    if not roots or len(roots) != len(sink.src):
+        return ()
+    reduces = [u for u in sink.toposort() if u.op is Ops.REDUCE]
+    if not reduces:
+        return ()
+    loops = [r for r in _output_loops(roots[0]) if all(r in _output_loops(o) for o in roots[1:])]
+    loads = {u for red in reduces for u in red.src[0].toposort() if u.op is Ops.LOAD}
+    reads = [frozenset(u for u in load.src[0].toposort() if u.op is Ops.RANGE) for load in loads]
 
-    r = _in_every_store(sink, around)
-    return r if _unrollable(r, UPCAST2) else None
+    def cost(tile: tuple[tuple[UOp, int], ...]) -> tuple:
+        per_tile = sum(math.prod(n for r, n in tile if r in deps) for deps in reads)
+        lanes = math.prod(n for _, n in tile)
+        return (Fraction(per_tile, lanes), -lanes, *(-loops.index(r) for r, _ in tile))
+
+    tiles: list[tuple[tuple[UOp, int], ...]] = []
+    for first in loops:
+        for a in (n for n in FIRST_LANES if _unrollable(first, n)):
+            tiles.append(((first, a),))
+            tiles += [((first, a), (second, b)) for second in loops if second is not first
+                      for b in SECOND_LANES if a * b <= UPCAST * UPCAST2 and _unrollable(second, b)]
+    return min(tiles, key=cost, default=())
 
 
 # thread_loops, with_thread_ids, upcast_loop and unroll_loop: for rule files of earlier revisions, whose

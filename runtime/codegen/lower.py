@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from rulec.runtime.codegen.linearize import Step, linearize
 from rulec.runtime.ir.ops import Ops
-from rulec.runtime.ir.uop import UOp
+from rulec.runtime.ir.uop import UOp, untagged
 from rulec.runtime.resources import rules_dir
 from rulec.runtime.engine.pipeline import Pipeline, load_pipeline, run_pipeline
 
@@ -43,7 +43,9 @@ def lower(ast: UOp, target: str = "cpu", without: tuple[str, ...] = (), pipeline
     another lowering pipeline instead of rulec's (experiments such as stages switched to egglog; not cached)."""
     if pipeline is not None:
         return _lower_with(ast, pipeline.without(*without) if without else pipeline)
-    return _lower(ast, target, tuple(without))
+    # a kernel AST keeps its schedule's tags; without them, an equal kernel of a later schedule (the next
+    # step of a training loop) is the same node and is lowered once
+    return _lower(untagged(ast), target, tuple(without))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -12,17 +12,17 @@ ids). What follows from the choice is left to local rules where it can be one:
 """
 from __future__ import annotations
 
-from rulec.runtime.codegen.helpers import UPCAST, UPCAST2, second_upcast_loop, thread_loops, unroll_loop, upcast_loop
+from rulec.runtime.codegen.helpers import FIRST_LANES, UPCAST, UPCAST2, thread_loops, unroll_loop, upcast_tile
 from rulec.runtime.ir.uop import UOp, substitute
 
 __all__ = ["UPCAST", "UPCAST2", "INNER_LANES", "THREAD_KINDS", "mark_thread_loops", "upcast"]
 
-# lanes of the innermost loop when the loop around it is upcast too (a tile of INNER_LANES x UPCAST2). A 4 x 4
+# lanes of a tile's first loop where it divides the loop (a tile of INNER_LANES x UPCAST2). A 4 x 4
 # tile measured 2.7x faster than 8 lanes of one loop on a 512x512 matmul, and 1.26x on the transformer block;
 # 8 x 4 runs those as fast, and a training step of the block 1.2x faster (1622 against 1941 ms): an
 # elementwise op fused into a matmul (the FFN's GELU) is recomputed once per tile of the innermost loop, so a
 # wider tile recomputes its exp2 half as often
-INNER_LANES = 8
+INNER_LANES = FIRST_LANES[0]
 
 # the kind a RANGE chosen as thread id `d` gets (dimension 0 the innermost)
 THREAD_KINDS = ("thread0", "thread1", "thread2")
@@ -37,16 +37,12 @@ def mark_thread_loops(sink: UOp) -> UOp:
 
 
 def upcast(sink: UOp) -> UOp:
-    """A reduce kernel computes a tile of outputs at a time: its innermost output loop is unrolled by
-    INNER_LANES and the output loop around it by UPCAST2 (only the innermost, by UPCAST, when no second loop
-    fits), and each store is written once per lane with its loops' indices r*lanes + lane. The lanes'
-    reductions share their reduce loops (the same RANGE nodes), so one pass over the reduced data feeds all
-    of them, and a load that only a row or only a column of the tile needs (a row of A, a column of B in
-    A @ B) is loaded once for it. Each lane still reduces in the same order: results are unchanged."""
-    loop = upcast_loop(sink)
-    if loop is None:
-        return sink
-    second = second_upcast_loop(sink, loop)
-    if second is None:
-        return unroll_loop(sink, loop)
-    return unroll_loop(unroll_loop(sink, loop, INNER_LANES), second, UPCAST2)
+    """A reduce kernel computes a tile of outputs at a time: the loops `upcast_tile` chooses (one or two
+    output loops, INNER_LANES x UPCAST2 lanes at most) are unrolled, and each store is written once per lane
+    with its loops' indices r*lanes + lane. The lanes' reductions share their reduce loops (the same RANGE
+    nodes), so one pass over the reduced data feeds all of them, and a load that only some of the lanes
+    need (a row of A, a column of B in A @ B) is loaded once for them. Each lane still reduces in the same
+    order: results are unchanged."""
+    for loop, lanes in upcast_tile(sink):
+        sink = unroll_loop(sink, loop, lanes)
+    return sink

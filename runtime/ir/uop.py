@@ -476,6 +476,18 @@ def pretty(root: UOp, max_nodes: int = 200) -> str:
     body = run_recursive(fmt, root)
     return "\n".join(lines + [body]) if lines else body
 
+def untagged(root: UOp, memo: dict[UOp, UOp] | None = None) -> UOp:
+    """`root` with no tag anywhere (a plain graph edit). Tags are one schedule's bookkeeping: equal kernels of
+    two schedules are one node without them. `memo` holds nodes already done, shared across calls."""
+    memo = {} if memo is None else memo
+    for x in root.toposort(gate=lambda n: n not in memo):  # sources first; stops at nodes done before
+        if x in memo:
+            continue
+        srcs = tuple(memo[s] for s in x.src)
+        memo[x] = x if x.tag is None and srcs == x.src else x.replace(src=srcs, tag=None)
+    return memo[root]
+
+
 def substitute(root: UOp, mapping: dict[UOp, UOp], descend: Callable[[UOp], bool] | None = None) -> UOp:
     """Replace nodes by identity, rebuilding everything above them (no rules involved: a plain graph edit).
 

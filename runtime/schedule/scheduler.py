@@ -9,7 +9,7 @@ from typing import Callable
 from rulec.runtime.engine.pipeline import Pipeline, load_pipeline, run_pipeline
 from rulec.runtime.ir.dtype import dtypes
 from rulec.runtime.ir.ops import GroupOp, Ops
-from rulec.runtime.ir.uop import UOp
+from rulec.runtime.ir.uop import UOp, untagged
 from rulec.runtime.schedule.kernel_check import check_kernel
 
 
@@ -112,7 +112,9 @@ def create_schedule(sink: UOp, pipeline: Pipeline | None = None) -> tuple[list[S
     becomes: dict[UOp, UOp] = {}
     memo: dict[UOp, UOp] = {}  # shared by the outputs: a walk below each one would be quadratic
     for s in out.src:
-        value = _untagged(s, memo)
+        # what a tensor becomes must not carry this schedule's numbering into the next (an output that is a
+        # view of a buffer keeps the tags of the views below it)
+        value = untagged(s, memo)
         for t in s.tag or ():
             if t is not None:
                 becomes[originals[t]] = value
@@ -128,15 +130,3 @@ def _one_value_per_variable(binds: tuple[UOp, ...]) -> None:
         if seen.setdefault(name, value) != value:
             raise ValueError(f"variable {name!r} is bound to {seen[name]} and to {value} in one kernel: "
                              f"realize the parts with different values separately")
-
-
-def _untagged(u: UOp, memo: dict[UOp, UOp]) -> UOp:
-    """`u` with no tag anywhere: what a tensor becomes must not carry this schedule's numbering into the next
-    (an output that is a view of a buffer keeps the tags of the views below it). `memo` holds the nodes
-    already done."""
-    for x in u.toposort(gate=lambda n: n not in memo):  # sources first; stops at nodes done before
-        if x in memo:
-            continue
-        srcs = tuple(memo[s] for s in x.src)
-        memo[x] = x if x.tag is None and srcs == x.src else x.replace(src=srcs, tag=None)
-    return memo[u]
