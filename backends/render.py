@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 
+from rulec.backends.parallel import parallel_loop
 from rulec.runtime.codegen.linearize import Step
 from rulec.runtime.codegen.lower import LoweredKernel, lower
 from rulec.runtime.ir.dtype import DType, dtypes
@@ -164,6 +165,7 @@ class _Renderer:
         self.depth = 1
         self.counts: dict[str, int] = {}
         self.rounded_used: set[str] = set()  # dtypes whose rounding helper the kernel calls
+        self.parallel = parallel_loop(k) if b.spec.get("parallel") else None
 
     def rounded(self, dt: DType, text: str) -> str:
         """`text` (a value of `dt`) through the dtype's rounding template, where the backend has one."""
@@ -206,6 +208,9 @@ class _Renderer:
     def step(self, s: Step) -> None:
         u = s.uop
         if s.kind == "open":
+            if self.parallel is not None and u is self.parallel.loop:
+                private = ", ".join(self.names[a] for a in self.parallel.private)
+                self.emit(self.b.fill(self.b.spec["parallel"], private=private))
             r = self.names[u] = self.fresh("r")
             self.emit(self.b.fill(self.b.spec["loop"], t=self.b.type_name(u.dtype), r=r, n=self.text(u.src[0])))
             self.depth += 1

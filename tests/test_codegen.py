@@ -401,3 +401,62 @@ def test_copies_of_realized_buffers_views_and_constants():
     np.testing.assert_array_equal((x.reshape(2, 3).to("PYTHON") * 2).numpy(), np.arange(6).reshape(2, 3) * 2)
     assert (Tensor(3.0).to("PYTHON") * 2).numpy() == 6.0
     np.testing.assert_array_equal((Tensor.full((2, 2), 3.0).to("PYTHON") + 1).numpy(), np.full((2, 2), 4.0))
+
+
+# ------------------------------------------------------------------ the outer loop on several cores (C, OpenMP)
+
+
+def _parallel_case():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((512, 96)).astype(np.float32), rng.standard_normal((96, 256)).astype(np.float32)
+    return a, b, Tensor.schedule(T(a) @ T(b))[0]
+
+
+def test_a_large_kernel_splits_its_outer_output_loop_among_threads_with_private_accumulators():
+    from rulec.backends.c.runner import find_cc, openmp_flags
+    from rulec.backends.render import render
+
+    a, b, item = _parallel_case()
+    src = render(item.ast, "c")
+    lines = src.splitlines()
+    (i,) = [n for n, line in enumerate(lines) if "#pragma omp parallel for" in line]
+    assert lines[i + 1].lstrip().startswith("for (int r0 = 0;")  # the outermost loop, an output loop
+    declared = {line.split()[1].rstrip(";") for line in lines[:i] if line.strip().startswith("float acc")}
+    assert declared and declared == set(lines[i].split("private(")[1].rstrip(")").split(", "))
+    if openmp_flags(find_cc()) == ():
+        pytest.skip("the C compiler builds no OpenMP code here")
+    np.testing.assert_allclose((T(a) @ T(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_threads_give_the_same_bits_as_one_thread():
+    from rulec.backends.c.runner import compile_c
+    from rulec.backends.render import kernel_name, render
+
+    a, b, item = _parallel_case()
+    src, name = render(item.ast, "c"), kernel_name(item.ast)
+    serial = "\n".join(line for line in src.splitlines() if "#pragma omp" not in line)
+    outs = []
+    for text in (src, serial):
+        out = np.zeros((512, 256), np.float32)
+        compile_c(name, text)([out, a.copy(), b.copy()])
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("program", [
+    lambda x: x.sum(),  # the outer loop is the reduction's: never split
+    lambda x: x[:16, :16] @ x[:16, :16],  # little work: one thread
+])
+def test_reductions_outermost_and_small_kernels_stay_on_one_thread(program):
+    from rulec.backends.render import render
+
+    x = T(np.ones((1024, 1024), np.float32))
+    assert all("#pragma omp" not in render(it.ast, "c") for it in Tensor.schedule(program(x)))
+
+
+@pytest.mark.parametrize("language", ["opencl", "cuda", "metal"])
+def test_gpu_kernels_never_get_the_host_threads_line(language):
+    from rulec.backends.render import render
+
+    *_, item = _parallel_case()
+    assert "#pragma omp" in render(item.ast, "c") and "#pragma omp" not in render(item.ast, language)

@@ -85,10 +85,40 @@ def half_flags(cc: str, native: tuple[str, ...]) -> tuple[str, ...]:
     return ("-mno-avx512fp16",)
 
 
+_OPENMP_PROBE = """
+void probe(float* a, int n) {
+#pragma omp parallel for
+  for (int i = 0; i < n; i++) a[i] = (float)i;
+}
+"""
+
+
+@lru_cache(maxsize=None)
+def openmp_flags(cc: str) -> tuple[str, ...]:
+    """`-fopenmp` where `cc` builds and loads OpenMP code (gcc with libgomp; clang only with libomp
+    installed), else none: the kernels' `#pragma omp` lines are then ignored and every kernel runs on one
+    thread. Asked once per compiler and process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = os.path.join(tmp, "p.so")
+        cmd = [cc, *BASE_FLAGS, "-fopenmp", "-x", "c", "-", "-o", lib]
+        if subprocess.run(cmd, input=_OPENMP_PROBE, capture_output=True, text=True).returncode != 0:
+            return ()
+        # idle threads sleep rather than spin between kernels: Python runs between them, and on a loaded
+        # machine spinning threads take the cores the work needs (read once, as OpenMP's runtime loads)
+        os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+        try:
+            ctypes.CDLL(lib)
+        except OSError:
+            return ()
+    return ("-fopenmp",)
+
+
 def cflags(source: str = "") -> tuple[str, ...]:
     native = ("-march=native",) if platform.machine() in ("x86_64", "AMD64") else ()
     if "_Float16" in source:
         native += half_flags(find_cc(), native)
+    if "#pragma omp" in source:  # a loop split among threads (backends/parallel.py)
+        native += openmp_flags(find_cc())
     base = BASE_FLAGS
     if source.count("\n") > LARGE_KERNEL_LINES:
         base = tuple("-O1" if f == "-O2" else f for f in base)
