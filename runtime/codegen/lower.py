@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from rulec.runtime.codegen.linearize import Step, linearize
+from rulec.runtime.codegen.linearize import LinearizeError, Step, linearize
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.uop import UOp, untagged
 from rulec.runtime.resources import rules_dir
@@ -17,6 +17,8 @@ from rulec.runtime.engine.pipeline import Pipeline, load_pipeline, run_pipeline
 
 # the lowering pipeline of each kind of target, under rules/codegen/
 PIPELINES = {"cpu": "cpu.pipeline.yaml", "gpu": "gpu.pipeline.yaml"}
+# the CPU pipeline's step that unrolls a tile of output loops (runtime/codegen/steps.py)
+UPCAST_STAGE = "upcast"
 
 
 @dataclass(frozen=True)
@@ -65,4 +67,13 @@ def _lower_with(ast: UOp, pipe: Pipeline) -> LoweredKernel:
     outputs = tuple(sorted({u.src[0].src[0].arg for u in nodes if u.op is Ops.STORE
                             and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.DEFINE_GLOBAL}))
     dims = tuple(sorted((u.arg, u.src[0].arg) for u in nodes if u.op is Ops.SPECIAL))
-    return LoweredKernel(ast, lowered, tuple(linearize(lowered)), globals_, variables, outputs, dims)
+    try:
+        steps = tuple(linearize(lowered))
+    except LinearizeError:
+        if not any(s.name == UPCAST_STAGE for s in pipe.stages):
+            raise
+        # the lanes of an upcast tile share their reduce loops; when the rules fold a lane's reduction to
+        # depend on fewer loops than another's (a comparison with the lane's constant), one loop would need
+        # two nestings. The kernel is lowered without the tile instead.
+        return _lower_with(ast, pipe.without(UPCAST_STAGE))
+    return LoweredKernel(ast, lowered, steps, globals_, variables, outputs, dims)
