@@ -185,3 +185,23 @@ def python_value(dt: DType, v):
     if dt.kind == "float":
         return float(v)
     return v
+
+
+class InvalidType:
+    """The type of `Invalid`, a value a program leaves unspecified: `mask.where(x, Invalid)` is x where
+    the mask holds and any value elsewhere (tinygrad's `tinygrad.dtype.Invalid`). One instance."""
+    _instance: InvalidType | None = None
+
+    def __new__(cls) -> InvalidType:
+        if cls._instance is None:
+            cls._instance = object.__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "Invalid"
+
+    def __reduce__(self) -> tuple:
+        return (InvalidType, ())
+
+
+Invalid = InvalidType()

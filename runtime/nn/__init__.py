@@ -20,8 +20,14 @@ def uniform(shape: Sequence[int], low: float, high: float) -> Tensor:
     return Tensor.uniform(*shape, low=low, high=high).realize()
 
 
-def _pair(v: int | Sequence[int]) -> tuple[int, int]:
-    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+def _per_axis(v: int | Sequence[int], nd: int) -> tuple[int, ...]:
+    return (int(v),) * nd if isinstance(v, int) else tuple(int(i) for i in v)
+
+
+def _kernel_sizes(kernel_size: int | Sequence[int]) -> tuple[int, ...]:
+    """A Conv2d kernel: an int is square; a sequence names every spatial axis (three for a volume, as
+    tinygrad's Conv2d takes), none dropped."""
+    return _per_axis(kernel_size, 2)
 
 
 def _acc(x: Tensor) -> Tensor:
@@ -41,29 +47,30 @@ class Linear:
         return x.linear(self.weight.transpose(), self.bias)
 
 
-def _same_padding(padding: str, kernel: tuple[int, int], stride: int | Sequence[int],
-                  dilation: int | Sequence[int]) -> tuple[int, int, int, int]:
-    """padding='same' as (left, right, top, bottom): the output keeps the input's size; an odd total
-    puts the extra row (column) at the bottom (right), as torch."""
+def _same_padding(padding: str, kernel: tuple[int, ...], stride: int | Sequence[int],
+                  dilation: int | Sequence[int]) -> tuple[int, ...]:
+    """padding='same' as (before, after) pairs, last axis first ((left, right, top, bottom) in 2-d): the
+    output keeps the input's size; an odd total puts the extra row (column) at the end, as torch."""
     if padding.lower() != "same":
         raise ValueError(f"Conv2d padding {padding!r}: the only string accepted is 'same'")
-    if _pair(stride) != (1, 1):
+    nd = len(kernel)
+    if _per_axis(stride, nd) != (1,) * nd:
         raise ValueError(f"Conv2d padding='same' needs stride 1, got stride={stride}")
-    (dh, dw), (kh, kw) = _pair(dilation), kernel
-    th, tw = dh * (kh - 1), dw * (kw - 1)
-    return (tw // 2, tw - tw // 2, th // 2, th - th // 2)
+    totals = [d * (k - 1) for d, k in zip(_per_axis(dilation, nd), kernel)]
+    return tuple(p for t in reversed(totals) for p in (t // 2, t - t // 2))
 
 
 class Conv2d:
-    """2-d convolution over NCHW input, weight (out, in // groups, kh, kw)."""
+    """2-d convolution over NCHW input, weight (out, in // groups, kh, kw); a kernel_size of another length
+    convolves over that many spatial axes (three: a volume, NCDHW), as tinygrad's Conv2d."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int | Sequence[int], stride: int = 1,
                  padding: int | Sequence[int] | str = 0, dilation: int = 1, groups: int = 1, bias: bool = True):
-        self.kernel_size = _pair(kernel_size)
+        self.kernel_size = _kernel_sizes(kernel_size)
         if isinstance(padding, str):
             padding = _same_padding(padding, self.kernel_size, stride, dilation)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
-        bound = 1 / math.sqrt(in_channels * self.kernel_size[0] * self.kernel_size[1] / groups)
+        bound = 1 / math.sqrt(in_channels * math.prod(self.kernel_size) / groups)
         self.weight = uniform((out_channels, in_channels // groups, *self.kernel_size), -bound, bound)
         self.bias = uniform((out_channels,), -bound, bound) if bias else None
 
@@ -84,7 +91,7 @@ class ConvTranspose2d(Conv2d):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int | Sequence[int], stride: int = 1,
                  padding: int = 0, output_padding: int = 0, dilation: int = 1, groups: int = 1, bias: bool = True):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias)
-        bound = 1 / math.sqrt(in_channels * self.kernel_size[0] * self.kernel_size[1] / groups)
+        bound = 1 / math.sqrt(in_channels * math.prod(self.kernel_size) / groups)
         self.weight = uniform((in_channels, out_channels // groups, *self.kernel_size), -bound, bound)
         self.output_padding = output_padding
 

@@ -20,6 +20,9 @@ from rulec.runtime.engine.matchers import current
 
 # op sets tested against a node's cached op mask (UOp.has_op) instead of walking its subgraph
 _COSTLY = op_mask(Ops.REDUCE, Ops.COPY, Ops.ASSIGN)
+# what a value reads from memory: a reduce over none of these (a window count, an avg-pool's gradient)
+# costs no loads, so recomputing it in each reader is cheaper than a kernel and a buffer
+_STORAGE = op_mask(Ops.BUFFER, Ops.BUFFER_VIEW, Ops.BUFFERIZE, Ops.ASSIGN, Ops.COPY, Ops.MSTACK, Ops.MSELECT)
 _STORED = op_mask(Ops.BUFFER, Ops.REALIZE, Ops.BUFFERIZE)
 _REDUCE_AXIS = op_mask(Ops.REDUCE_AXIS)
 _RANGE = op_mask(Ops.RANGE)
@@ -315,8 +318,10 @@ def merge_tags(a: Any, b: Any) -> tuple | None:
 def cheap_to_recompute(src: UOp, buf: UOp, idx: UOp) -> bool:
     """Whether reading `buf` at `idx` may recompute `src` instead (the buffer-removal cost model).
 
-    Never for a user's contiguous; never when the computation holds a reduce,
-    a copy or an assign (those are the expensive parts worth storing).
+    Never for a user's contiguous; never when the computation holds a copy, an
+    assign, or a reduce that reads memory (those are the expensive parts worth
+    storing). A reduce of values computed from indices and constants alone (the
+    window count of an avg-pool's gradient) is recomputed, as tinygrad 0.14 does.
     """
     if len(buf.src) != len(idx.src) or any(r.op is not Ops.RANGE for r in buf.src[1:]):
         return False
@@ -325,7 +330,8 @@ def cheap_to_recompute(src: UOp, buf: UOp, idx: UOp) -> bool:
     if src.op is Ops.THREEFRY or not src.has_op(_COSTLY):  # the usual answer, without a walk
         return True
     ran = src.toposort(gate=lambda x: x.op is not Ops.INDEX)
-    return not any(x.op in (Ops.REDUCE, Ops.COPY, Ops.ASSIGN) for x in ran)
+    return not any(x.op in (Ops.COPY, Ops.ASSIGN) or (x.op is Ops.REDUCE and x.src[0].has_op(_STORAGE))
+                   for x in ran)
 
 
 def substitute_all(root: UOp, old: tuple[UOp, ...], new: tuple[UOp, ...]) -> UOp:
@@ -462,6 +468,25 @@ def buffer_under(u: UOp) -> UOp | None:
     while u.op in GroupOp.Movement or u.op is Ops.ASSIGN:
         u = u.src[0]
     return u if u.op is Ops.BUFFER else None
+
+
+# what a copy's source cannot be rebuilt from on another device: storage, or a user's contiguous
+_NOT_RECOMPUTABLE = _STORAGE | op_mask(Ops.CONTIGUOUS, Ops.REALIZE, Ops.MULTI, Ops.THREEFRY)
+
+
+def computed_on(x: UOp, device: UOp, tag: Any) -> UOp | None:
+    """`x` computed on `device` instead of copied there, when it is computed from constants alone (its
+    constants' DEVICE becomes `device`), tagged `tag` (the copy's); None when it reads anything stored,
+    or has no placed constant."""
+    if x.has_op(_NOT_RECOMPUTABLE) or not isinstance(device.arg, str):
+        return None
+    order = x.toposort()
+    if not any(u.op is Ops.DEVICE for u in order):
+        return None
+    rebuilt: dict[UOp, UOp] = {}
+    for u in order:  # sources first; tensors' tags stay on the originals, which other readers still use
+        rebuilt[u] = device if u.op is Ops.DEVICE else u.replace(src=tuple(rebuilt[s] for s in u.src), tag=None)
+    return rebuilt[x].replace(tag=tag)
 
 
 def can_carry_tag(x: UOp) -> bool:
@@ -659,5 +684,5 @@ SCHEDULE_HELPERS = {
     "reshape_indices": reshape_indices, "pad_indices": pad_indices, "pad_valid": pad_valid,
     "expand_indices": expand_indices, "expand_end": expand_end, "unindexed": unindexed,
     "trip_count": trip_count, "contiguous_run_of": contiguous_run_of,
-    "picked_in_range": picked_in_range, "picked_value": picked_value,
+    "picked_in_range": picked_in_range, "picked_value": picked_value, "computed_on": computed_on,
 }

@@ -29,12 +29,17 @@ class GradientError(RuntimeError):
     that has no rule in rules/gradient.yaml."""
 
 
+class NonScalarRootError(GradientError, AssertionError):
+    """backward() or gradient() without a gradient on a root that is not a scalar: a GradientError, and
+    an AssertionError as tinygrad raises for it."""
+
+
 def _target_path(root: UOp, targets: set[UOp]) -> list[UOp]:
     """The nodes of `root`'s graph that have a target at or below them through no DETACH, in topological
-    order (sources first)."""
+    order (sources first). A DETACH that is itself a target is on the path: only what is below it is cut."""
     on_path: dict[UOp, bool] = {}
     for u in root.toposort():
-        on_path[u] = u.op is not Ops.DETACH and (u in targets or any(on_path[s] for s in u.src))
+        on_path[u] = u in targets or (u.op is not Ops.DETACH and any(on_path[s] for s in u.src))
     return [u for u, yes in on_path.items() if yes]
 
 
@@ -181,8 +186,8 @@ def _root_gradient(root: Any, gradient: Any, on_device: bool = False) -> Tensor:
     each .grad there), else the given tensor (same shape, cast to its dtype)."""
     if gradient is None:
         if root.shape != ():
-            raise GradientError(f"backward() without a gradient needs a scalar, but the shape is {root.shape}: "
-                                f"reduce it (.sum(), .mean()) or pass gradient=")
+            raise NonScalarRootError(f"backward() without a gradient needs a scalar, but the shape is {root.shape}: "
+                                     f"reduce it (.sum(), .mean()) or pass gradient=")
         if isinstance(root.device, tuple) or not on_device:
             # no device: a constant fits any layout, and gradient() of a value made only of constants
             # (d sum(x) / dx) has no device and stores nothing, as tinygrad 0.14's

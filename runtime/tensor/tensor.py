@@ -48,7 +48,7 @@ from rulec.runtime.tensor.autograd import Autograd
 from rulec.runtime.tensor.live import all_tensors, graph_devices, is_virtual, made_from
 from rulec.runtime.tensor.linalg import LinalgOps
 from rulec.runtime.tensor.tensor_more import MoreOps
-from rulec.runtime.ir.dtype import DType, dtypes
+from rulec.runtime.ir.dtype import DType, Invalid, InvalidType, dtypes
 from rulec.runtime.engine.helpers import identity_element
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.placement import MULTI_MASK, layout, part_arg
@@ -366,30 +366,44 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         return Tensor(_reshape_buffer(buffers.new_buffer_uop(dtype or dtypes.default_float, int(prod(shape)), dev), shape))
 
     @staticmethod
-    def full(shape: Any, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-        """A constant: `CONST.reshape((1,)*n).expand(shape)`; the dtype follows the value by default."""
+    def full(shape: Any, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None,
+             buffer: bool = True) -> Tensor:
+        """A constant: `CONST.reshape((1,)*n).expand(shape)`; the dtype follows the value by default.
+        `buffer` is taken for tinygrad's signature: a constant here is always tinygrad's `buffer=False`
+        kind (no storage until an op or a realize needs one), which holds the same values. A fill of
+        `Invalid` leaves the values unspecified: an `empty` buffer (bool by default, as tinygrad's)."""
         shape, dtype = _varshape((shape,)), to_dtype(dtype)
+        if isinstance(fill_value, InvalidType):
+            return Tensor.empty(shape, device=device, dtype=dtype or dtypes.bool)
         if isinstance(device, (tuple, list)):  # replicated: the constant placed on each device
             return _multi_module().full(shape, fill_value, dtype or _scalar_dtype(fill_value), device)
         return Tensor(fill_value, _device(device), dtype=dtype or _scalar_dtype(fill_value))._broadcast_to(shape)
 
     @staticmethod
-    def zeros(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-        return Tensor.full(_varshape(shape), 0, to_dtype(dtype) or dtypes.default_float, device)
+    def invalids(*shape: Any, device: str | None = None, dtype: DType | str | None = None) -> Tensor:
+        """A tensor whose values are left unspecified (tinygrad's `full(shape, Invalid)`): an `empty` buffer."""
+        return Tensor.full(_varshape(shape), Invalid, dtype=dtype, device=device)
 
     @staticmethod
-    def ones(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-        return Tensor.full(_varshape(shape), 1, to_dtype(dtype) or dtypes.default_float, device)
+    def zeros(*shape: Any, dtype: DType | str | None = None, device: str | None = None, buffer: bool = True) -> Tensor:
+        return Tensor.full(_varshape(shape), 0, to_dtype(dtype) or dtypes.default_float, device, buffer)
 
-    def zeros_like(self, dtype: DType | str | None = None) -> Tensor:
-        return self.full_like(0, dtype)
+    @staticmethod
+    def ones(*shape: Any, dtype: DType | str | None = None, device: str | None = None, buffer: bool = True) -> Tensor:
+        return Tensor.full(_varshape(shape), 1, to_dtype(dtype) or dtypes.default_float, device, buffer)
 
-    def ones_like(self, dtype: DType | str | None = None) -> Tensor:
-        return self.full_like(1, dtype)
+    def zeros_like(self, dtype: DType | str | None = None, device: str | None = None, buffer: bool = True) -> Tensor:
+        return self.full_like(0, dtype, device, buffer)
 
-    def full_like(self, fill_value: Scalar, dtype: DType | str | None = None) -> Tensor:
-        """A constant of self's shape, on self's device (laid out as self on several devices)."""
+    def ones_like(self, dtype: DType | str | None = None, device: str | None = None, buffer: bool = True) -> Tensor:
+        return self.full_like(1, dtype, device, buffer)
+
+    def full_like(self, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None,
+                  buffer: bool = True) -> Tensor:
+        """A constant of self's shape, on self's device (laid out as self on several devices) or `device`."""
         dtype = to_dtype(dtype) or self.dtype
+        if device is not None:
+            return Tensor.full(self.shape, fill_value, dtype=dtype, device=device, buffer=buffer)
         if isinstance(self.device, tuple):
             return _multi_module().full(self.shape, fill_value, dtype, self.device, self.axis)
         return Tensor.full(self.shape, fill_value, dtype=dtype, device=self.device)
@@ -586,8 +600,15 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         return a._inverse().maximum(b._inverse())._inverse()
 
     def where(self, x: Any, y: Any) -> Tensor:
-        """`x` where self is true, else `y` (self is the condition, as in tinygrad)."""
+        """`x` where self is true, else `y` (self is the condition, as in tinygrad). One of them may be
+        `Invalid`, a value left unspecified: then the other one is the value everywhere (any value is
+        right where the condition leaves it unspecified, and this one needs no select)."""
         cond = self.cast(dtypes.bool)
+        if isinstance(x, InvalidType) or isinstance(y, InvalidType):
+            if isinstance(x, InvalidType) and isinstance(y, InvalidType):
+                raise TypeError(f"where: both values are Invalid for a condition {self.shape}; one must be a value")
+            v = Tensor._operands(y if isinstance(x, InvalidType) else x)[0]
+            return v._broadcast_to(_broadcast_shape(cond.shape, v.shape))
         x_, y_ = Tensor._operands(x, y)
         shape = _broadcast_shape(cond.shape, x_.shape)
         c, a, b = cond._broadcast_to(shape), x_._broadcast_to(shape), y_._broadcast_to(shape)
@@ -793,7 +814,9 @@ class Tensor(MoreOps, LinalgOps, Autograd):
 
     def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
              dtype: DType | str | None = None) -> Tensor:
-        return self.cast(_sum_dtype(self.dtype) if dtype is None else dtype)._reduce(Ops.MUL, axis, keepdim)
+        """The product over `axis`, in `dtype` when given, else in the tensor's own dtype (tinygrad 0.14 does
+        not widen a product as it widens a sum: an int8 product wraps in int8, a bool one is an all)."""
+        return self.cast(self.dtype if dtype is None else dtype)._reduce(Ops.MUL, axis, keepdim)
 
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         return self._reduce(Ops.MAX, axis, keepdim)
@@ -1144,29 +1167,72 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         return x.reshape(split[0::2])
 
     def _advanced_index(self, kept: list[Any], adv: list[tuple[int, Tensor]], items: list[Any]) -> Tensor:
-        """Select along the axes `adv` names, all at once: a mask that is True where every index matches."""
-        mask, bshape, axes, rest = self._advanced_mask(adv)
-        nr, nb, k = len(rest), len(bshape), len(axes)
-        x = self.permute(rest + axes)
-        x = x.reshape(tuple(self.shape[a] for a in rest) + (1,) * nb + tuple(self.shape[a] for a in axes))
-        out = mask.where(x, 0).sum(tuple(range(nr + nb, nr + nb + k))).cast(self.dtype)
+        """Select along the axes `adv` names, all at once: a mask that is True where every index matches.
+        Several indices select from their axes flattened into one, by one linear index (as tinygrad): one
+        comparison per element of that axis, which the scheduler folds into a read at the index, where
+        a mask per axis would loop over every element of all of them."""
+        sizes = [self.shape[ax] for ax, _ in adv]
+        if len(adv) > 1 and all(isinstance(n, int) for n in sizes) and prod(sizes) - 1 <= dtypes.int32.max:
+            # (a flat place past int32 is not an index a kernel can compute: each axis keeps its own mask)
+            mask, bshape, axes, rest = self._linear_mask(adv, over_rest=True)
+            shapes = (int(prod(self.shape[a] for a in axes)),)
+        else:
+            mask, bshape, axes, rest = self._advanced_mask(adv, over_rest=True)
+            shapes = tuple(self.shape[a] for a in axes)
+        nr, nb = len(rest), len(bshape)
+        x = self.permute(rest + axes).reshape(tuple(self.shape[a] for a in rest) + (1,) * nb + shapes)
+        out = mask.where(x, 0).sum(tuple(range(nr + nb, nr + nb + len(shapes)))).cast(self.dtype)
         return out.permute(_advanced_order(kept, axes, items, nr, nb))
 
-    def _advanced_mask(self, adv: list[tuple[int, Tensor]]) -> tuple[Tensor, tuple[int, ...], list[int], list[int]]:
-        """The selection mask (1s for the other axes, the broadcast index shape, then the indexed axes),
-        the broadcast index shape, the indexed axes and the other axes."""
+    def _linear_mask(self, adv: list[tuple[int, Tensor]], over_rest: bool = False) -> \
+            tuple[Tensor, tuple[int, ...], list[int], list[int]]:
+        """As `_advanced_mask`, with the indexed axes flattened into one (row-major, in the order of `adv`):
+        the mask compares one linear index with each of its places; a tuple of indices with any index
+        out of range (after counting negatives from the end) is -1, so it selects nothing."""
+        idx = Tensor._operands(*(t for _, t in adv), dtype=least_upper_dtype(*(t.dtype for _, t in adv)))
+        bshape, axes = idx[0].shape, [ax for ax, _ in adv]
+        rest = [a for a in range(self.ndim) if a not in axes]
+        sizes = [self.shape[a] for a in axes]
+        total = int(prod(sizes))
+        wide = idx[0].dtype.itemsize >= 4 and idx[0].dtype != dtypes.int32
+        dt = dtypes.int64 if wide else dtypes.int32  # holds every index value, every n, and the linear index
+        linear, valid = None, None
+        for t, n in zip(idx, sizes):
+            t = t.cast(dt)
+            t = (t < 0).where(t + n, t)
+            ok = (t >= 0) & (t < n)
+            linear = t if linear is None else linear * n + t
+            valid = ok if valid is None else valid & ok
+        assert linear is not None and valid is not None
+        linear = valid.where(linear, -1)
+        positions = Tensor.arange(total, dtype=dt)
+        nr, nb = len(rest), len(bshape)
+        rest_shape = tuple(self.shape[a] for a in rest) if over_rest else (1,) * nr  # see _advanced_mask
+        linear = linear.reshape((1,) * nr + bshape + (1,)).expand(rest_shape + bshape + (1,))
+        return linear == positions.reshape((1,) * (nr + nb) + (total,)), bshape, axes, rest
+
+    def _advanced_mask(self, adv: list[tuple[int, Tensor]], over_rest: bool = False) -> \
+            tuple[Tensor, tuple[int, ...], list[int], list[int]]:
+        """The selection mask (the other axes: 1s, or their sizes with `over_rest`; the broadcast index
+        shape, then the indexed axes), the broadcast index shape, the indexed axes and the other axes."""
         idx = Tensor._operands(*(t for _, t in adv), dtype=least_upper_dtype(*(t.dtype for _, t in adv)))
         bshape = idx[0].shape
         axes = [ax for ax, _ in adv]
         rest = [a for a in range(self.ndim) if a not in axes]
         nb, nr, k = len(bshape), len(rest), len(axes)
+        # each index is broadcast over the other axes before it is compared, so the comparison is made
+        # where the mask is read: an index computed by a reduce (`t[t.sum(1).argmax()]`) is then
+        # broadcast itself, and its mask needs no buffer of its own (as tinygrad 0.14 builds it)
+        rest_shape = tuple(self.shape[a] for a in rest) if over_rest else (1,) * nr
         mask = None
         for j, (ax, t) in enumerate(zip(axes, idx)):
             n = self.shape[ax]
+            if t.dtype.kind == "int" and t.dtype.max < n:  # x[int8(-1)] on 200 places is place 199: no wrap
+                t = t.cast(dtypes.int64 if n > dtypes.int32.max else dtypes.int32)
             t = (t < 0).where(t + n, t)
             positions = Tensor.arange(n, dtype=dtypes.int64 if n - 1 > dtypes.int32.max else None)  # past int32: int64
-            hit = t.reshape(bshape + (1,)) == positions.reshape((1,) * nb + (n,))
-            hit = hit.reshape((1,) * nr + bshape + tuple(n if i == j else 1 for i in range(k)))
+            t = t.reshape((1,) * nr + bshape + (1,) * k).expand(rest_shape + bshape + (1,) * k)
+            hit = t == positions.reshape((1,) * (nr + nb) + tuple(n if i == j else 1 for i in range(k)))
             mask = hit if mask is None else mask & hit
         assert mask is not None
         return mask, bshape, axes, rest
@@ -1188,6 +1254,9 @@ class Tensor(MoreOps, LinalgOps, Autograd):
             self.uop = merged.uop
         else:
             self.assign(merged)
+
+    def __delitem__(self, key: Any) -> None:
+        raise TypeError(f"a Tensor {self.shape} does not support item deletion (del x[{key!r}]); its shape is fixed")
 
     def _setitem_value(self, value: Any, shape: tuple[int, ...]) -> Tensor:
         """The value of a setitem, of self's dtype and broadcast to the indexed `shape`."""
@@ -1253,7 +1322,8 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         else:  # many: the last writer of each place is a max over positions, then one masked sum
             pos = Tensor.arange(nbig).reshape((1,) * nr + (nbig,) + (1,) * k)
             last = mask.where(pos, -1).max(nr, keepdim=True)
-            new = (mask & (pos == last)).where(vals, 0).sum(nr)
+            # the value of the last writer: a one-hot pick at `last` (the scheduler reads it there, no loop)
+            new = (last == pos).where(vals, 0).sum(nr)
             written = (last >= 0).squeeze(nr)
         new = new._broadcast_to(tuple(self.shape[a] for a in rest + axes)).cast(self.dtype)
         back = sorted(range(self.ndim), key=(rest + axes).__getitem__)
@@ -1261,16 +1331,18 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         return new.permute(back), written._broadcast_to(shape).permute(back)
 
     def _expand_key(self, key: Any) -> list[Any]:
-        if isinstance(key, list) and any(k is None or k is Ellipsis or isinstance(k, (slice, Tensor)) for k in key):
-            key = tuple(key)  # a list of slices, None, ... or tensors is a tuple of indices, as in tinygrad
+        if isinstance(key, list) and not all(isinstance(k, (int, np.integer)) for k in key):
+            # only a flat list of ints is one index; any other list (of lists, slices, None, ..., tensors)
+            # is a tuple of indices, as in tinygrad and torch: x[[rows, cols]] is x[rows, cols]
+            key = tuple(key)
         key = list(key) if isinstance(key, tuple) else [key]
         key = [_nested_list(k) if isinstance(k, tuple) else k for k in key]  # a tuple inside is a list of indices
         for k in key:
             ok = k is None or k is Ellipsis or isinstance(k, (slice, Tensor, list, np.ndarray)) or _is_variable(k) or \
                 (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)))
-            if not ok:
-                raise TypeError(f"unsupported index {k!r}: only ints, bound variables, slices, ..., None and integer "
-                                "tensors")
+            if not ok:  # an IndexError as numpy and tinygrad raise (x[0.0]), and a TypeError
+                raise tensor_args.IndexDTypeError(f"unsupported index {k!r}: an index is one of integers (an int, a bound "
+                                                  "variable, an integer tensor or list), a slice, ... or None")
         ells = [i for i, k in enumerate(key) if k is Ellipsis]  # by identity: `==` on a Tensor builds a graph
         if len(ells) > 1:
             raise IndexError("an index can only have a single ellipsis")
@@ -1446,23 +1518,23 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         convolution is one multiply and one sum, accumulated in `dtype` when given."""
         nd = weight.ndim - 2
         if nd < 1 or self.ndim != weight.ndim:
-            raise tensor_args.BadArgError(f"conv2d needs an input and weight of the same rank >= 3 (N, C, spatial...), "
-                                          f"got {self.shape} and {weight.shape}")
+            raise tensor_args.WindowShapeError(f"conv2d needs an input and weight of the same rank >= 3 (N, C, spatial...), "
+                                               f"got {self.shape} and {weight.shape}")
         n, cin = self.shape[:2]
         cout, cin_g, kernel = weight.shape[0], weight.shape[1], tuple(weight.shape[2:])
         groups = tensor_args.as_int(groups, "conv2d groups")
         if groups < 1 or cin != cin_g * groups or cout % groups:
-            raise tensor_args.BadArgError(f"conv2d: input {self.shape} does not match weight {weight.shape} "
-                                          f"with groups={groups}")
+            raise tensor_args.WindowShapeError(f"conv2d: input {self.shape} does not match weight {weight.shape} "
+                                               f"with groups={groups}")
         x = self.pad(((0, 0), (0, 0)) + tensor_args.conv_pads(padding, nd))
         if any(xs < k for xs, k in zip(x.shape[2:], kernel)):
-            raise tensor_args.BadArgError(f"conv2d: kernel {kernel} is larger than the padded input {x.shape[2:]}")
+            raise tensor_args.WindowShapeError(f"conv2d: kernel {kernel} is larger than the padded input {x.shape[2:]}")
         strides, dilations = tensor_args.per_axis(stride, nd, "stride"), tensor_args.per_axis(dilation, nd, "dilation")
         if min(strides) < 1 or min(dilations) < 1:
             raise ValueError(f"conv2d stride and dilation must be >= 1, got {stride} and {dilation}")
         if any(xs < d * (k - 1) + 1 for xs, k, d in zip(x.shape[2:], kernel, dilations)):
-            raise tensor_args.BadArgError(f"conv2d: dilated kernel {kernel} (dilation {dilations}) is larger than the "
-                                          f"padded input {x.shape[2:]}")
+            raise tensor_args.WindowShapeError(f"conv2d: dilated kernel {kernel} (dilation {dilations}) is larger than the "
+                                               f"padded input {x.shape[2:]}")
         x = x._pool(kernel, strides, dilations)  # (n, cin, *out, *kernel)
         out = tuple(x.shape[2:2 + nd])
         x = x.reshape((n, groups, 1, cin_g) + out + kernel)

@@ -46,6 +46,12 @@ class BadArgError(ValueError, RuntimeError):
     RuntimeError as torch and tinygrad raise for most of these."""
 
 
+class WindowShapeError(BadArgError, AssertionError):
+    """Shapes a convolution or pooling cannot take (an input that does not match the weight, a window
+    larger than the padded input, per-axis arguments for another number of axes): a BadArgError, and an
+    AssertionError as tinygrad raises for them."""
+
+
 class DTypeArgError(TypeError, RuntimeError):
     """A tensor of a dtype the op does not take (bitwise ops on floats): a TypeError, and a RuntimeError as
     torch and tinygrad raise."""
@@ -359,7 +365,7 @@ def per_axis(v: Any, nd: int, name: str) -> tuple[int, ...]:
         return (as_int(v, name),) * nd
     items = tuple(as_int(i, name) for i in v)
     if len(items) != nd:
-        raise BadArgError(f"conv {name} must be an int or {nd} ints, got {v!r}")
+        raise WindowShapeError(f"conv {name} must be an int or {nd} ints, got {v!r}")
     return items
 
 

@@ -560,24 +560,27 @@ class ExtraOps:
         vals = src.unsqueeze(d + 1)
         grow = tuple((0, 0) if i == d else (0, s - t) for i, (s, t) in enumerate(zip(self.shape, index.shape)))
         count = hit.sum(d).pad(grow)
-        written = count > 0
         big = math.inf if self.dtype.is_float else self.dtype.max
         small = -math.inf if self.dtype.is_float else self.dtype.min
         if reduce in ("sum", "mean"):
             red = hit.where(vals, 0).sum(d).cast(self.dtype).pad(grow)
             new = red + self if include_self else red
         elif reduce == "prod":
-            red = hit.where(vals, 1).prod(d).cast(self.dtype).pad(grow)
+            red = hit.where(vals, 1).prod(d).cast(self.dtype).pad(grow, value=1)
             new = red * self if include_self else red
         else:
             fill = small if reduce == "amax" else big
             red = hit.where(vals, fill)
-            red = (red.max(d) if reduce == "amax" else red.min(d)).pad(grow)
+            red = (red.max(d) if reduce == "amax" else red.min(d)).pad(grow, value=fill)
             new = (red.maximum(self) if reduce == "amax" else red.minimum(self)) if include_self else red
         if reduce == "mean":
             cnt = count + 1 if include_self else count.maximum(1)
             new = new / cnt if self.dtype.is_float else new._floor_div(cnt.cast(self.dtype))
-        return written.where(new.cast(self.dtype), self)
+        # the reduces are padded (past the index's extent) with their identity, so with include_self an
+        # unwritten place reduces nothing into self (0, 1, an extreme, a count of 1)
+        if include_self:
+            return new.cast(self.dtype)
+        return (count > 0).where(new.cast(self.dtype), self)
 
     # ------------------------------------------------------------------ nn functions
 
@@ -619,13 +622,13 @@ class ExtraOps:
         weight."""
         x, nd = self, weight.ndim - 2
         if nd < 1 or x.ndim != weight.ndim:
-            raise tensor_args.BadArgError(f"conv_transpose2d needs an input and weight of the same rank >= 3, "
-                                          f"got {x.shape} and {weight.shape}")
+            raise tensor_args.WindowShapeError(f"conv_transpose2d needs an input and weight of the same rank >= 3, "
+                                               f"got {x.shape} and {weight.shape}")
         n, cin, sizes = x.shape[0], x.shape[1], tuple(x.shape[2:])
         cin_w, cout_g, kernel = weight.shape[0], weight.shape[1], tuple(weight.shape[2:])
         if cin != cin_w or cin % groups:
-            raise tensor_args.BadArgError(f"conv_transpose2d: input {x.shape} does not match weight {weight.shape} "
-                                          f"with groups={groups}")
+            raise tensor_args.WindowShapeError(f"conv_transpose2d: input {x.shape} does not match weight {weight.shape} "
+                                               f"with groups={groups}")
         strides, dils = tensor_args.per_axis(stride, nd, "stride"), tensor_args.per_axis(dilation, nd, "dilation")
         pads, opads = tensor_args.per_axis(padding, nd, "padding"), tensor_args.per_axis(output_padding, nd, "output_padding")
         if any(s > 1 for s in strides):  # zeros between the input's elements: (h, 1) padded to (h, s), flattened, the tail cut

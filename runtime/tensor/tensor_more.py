@@ -77,13 +77,45 @@ def _check_smoothing(label_smoothing: float) -> None:
         raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
 
 
+# Up to this many writers along scatter's axis, the last writer of each place is picked by a chain of
+# selects, one per writer (elementwise, as tinygrad: its backward pass is two kernels). More are ranked by
+# a max reduce over their positions, which keeps the graph small: one kernel too, but the backward pass
+# stores the ranking (two kernels more).
+_UNROLLED_WRITERS = 32
+
+
+def _last_writer_chain(hit: Tensor, vals: Tensor, d: int) -> tuple[Tensor, Tensor]:
+    """(written, value) for scatter without a reduce: hit is the one-hot (.., m, n, ..) of where each of the
+    m writers along axis d goes, vals (.., m, 1, ..) what it writes; a later writer overrides an earlier."""
+    def writer(t: Tensor, j: int) -> Tensor:
+        return t.shrink(tuple((j, j + 1) if i == d else None for i in range(t.ndim))).squeeze(d)
+    written, new = writer(hit, 0), writer(hit, 0).where(writer(vals, 0), 0)
+    for j in range(1, hit.shape[d]):
+        h = writer(hit, j)
+        written, new = written | h, h.where(writer(vals, j), new)
+    return written, new
+
+
+def _reduced_writes(hit: Tensor, vals: Tensor, d: int, reduce: str | None) -> Tensor:
+    """What scatter writes into each place, by reduces over the writers along axis d: the last writer's
+    value (the largest position that hits the place), or the writers added or multiplied together."""
+    if reduce is None:
+        m = hit.shape[d]
+        pos = type(hit).arange(m).reshape(tuple(m if i == d else 1 for i in range(hit.ndim)))
+        last = hit.where(pos, -1).max(d, keepdim=True)
+        return (hit & (pos == last)).where(vals, 0).sum(d)
+    if reduce == "add":
+        return hit.where(vals, 0).sum(d)
+    return hit.where(vals, 1).prod(d)
+
+
 def _ceil_extra(i: int, k: int, s: int, d: int, pads: tuple[int, int], ceil_mode: bool) -> int:
     """Extra right padding that ceil_mode needs so the last partial window exists (torch's rule: a window
     must start inside the input or the left padding)."""
     span = d * (k - 1) + 1
     full = i + pads[0] + pads[1]
     if full < span:
-        raise ValueError(f"pooling window {span} is larger than the padded input {full}")
+        raise tensor_args.WindowShapeError(f"pooling window {span} is larger than the padded input {full}")
     if not ceil_mode:
         return 0
     out = -(-(full - span) // s) + 1
@@ -223,8 +255,10 @@ class MoreOps(ExtraOps):
     # ------------------------------------------------------------------ reductions
 
     def logsumexp(self: Tensor, axis: Any = None, keepdim: bool = False) -> Tensor:
-        """log(sum(exp(x))) shifted by the max (an infinite max shifts by 0, so -inf rows stay -inf)."""
-        m = self._to_float().max(axis, keepdim=True)
+        """log(sum(exp(x))) shifted by the max (an infinite max shifts by 0, so -inf rows stay -inf). The
+        shift cancels in the result, so its gradient is zero: detached, the backward pass has no
+        tie-counting reduces through the max (as tinygrad's)."""
+        m = self._to_float().max(axis, keepdim=True).detach()
         m = m.isinf().where(0.0, m)
         out = (self - m).exp().sum(axis, keepdim=keepdim).log()
         return out + (m if keepdim else m.reshape(out.shape))
@@ -518,16 +552,11 @@ class MoreOps(ExtraOps):
         index = (index < 0).where(index + n, index)
         hit = tensor_args.one_hot_along(index, n, d + 1)  # (.., m, n, ..)
         vals = src.unsqueeze(d + 1)
-        if reduce is None:  # keep only the last writer of each place
-            pos = T.arange(m).reshape(tuple(m if i == d else 1 for i in range(hit.ndim)))
-            last = hit.where(pos, -1).max(d, keepdim=True)
-            hit = hit & (pos == last)
-            new = hit.where(vals, 0).sum(d).cast(self.dtype)
-        elif reduce == "add":
-            new = hit.where(vals, 0).sum(d).cast(self.dtype)
+        if reduce is None and 0 < m <= _UNROLLED_WRITERS:
+            written, new = _last_writer_chain(hit, vals, d)
         else:
-            new = hit.where(vals, 1).prod(d).cast(self.dtype)
-        written = hit.any(d)
+            written, new = hit.any(d), _reduced_writes(hit, vals, d, reduce)
+        new = new.cast(self.dtype)
         grow = tuple((0, 0) if i == d else (0, s - t) for i, (s, t) in enumerate(zip(self.shape, written.shape)))
         written, new = written.pad(grow), new.pad(grow)
         if reduce is None:

@@ -100,6 +100,15 @@ part = UOp(Ops.BUFFERIZE, f32, (inner.index(UOp.range(3, 0), r1), UOp.range(3, 0
 check("remove_costly_buffers", "bufferize-of-own-index-part", part,
       lambda out: out.op is Ops.SHRINK and out.arg == ((0, 3), (0, 6)) and out.src[0].replace(tag=None) is inner)
 
+# a buffer of a constant, and a copy of one: the earliest rewrites compute a copy of constants on its
+# target device, so these meet only constants that the stages after rangeify fold out of a value
+cpu1 = UOp(Ops.DEVICE, arg="CPU:1")
+two = UOp.const(f32, 2.0, (UOp(Ops.DEVICE, arg="CPU"),))
+check("remove_costly_buffers", "no-buffer-for-const", UOp(Ops.BUFFERIZE, f32, (two, r0, r1), BufferizeOpts()),
+      lambda out: out.shape == (4, 6) and out.base is two and (evaluate(out) == 2.0).all())
+check("remove_costly_buffers", "copy-of-const", UOp(Ops.COPY, f32, (two, cpu1)),
+      lambda out: out.op is Ops.CONST and out.arg == 2.0 and not out.src)
+
 # ------------------------------------------------------------------ kernels
 device = UOp(Ops.DEVICE, arg="CPU")
 check("kernel_globals", "strip-const-sources", UOp.const(f32, 1.5, (device,)), UOp.const(f32, 1.5))
