@@ -121,6 +121,11 @@ def create_schedule(sink: UOp, pipeline: Pipeline | None = None) -> tuple[list[S
     return items, becomes
 
 
+class BindMismatchError(ValueError, RuntimeError):
+    """One variable bound to two values in one kernel. A ValueError (a bad argument), and the RuntimeError
+    tinygrad raises for it ("bind mismatch on ..."), so code written for either catches it."""
+
+
 def _one_value_per_variable(binds: tuple[UOp, ...]) -> None:
     """A kernel is given each variable's value by name: two bindings of one name to different values
     (`x[:n=2]` and `x[:n=5]` in one kernel) cannot both hold, and running with either is silently wrong."""
@@ -128,5 +133,6 @@ def _one_value_per_variable(binds: tuple[UOp, ...]) -> None:
     for b in binds:
         name, value = b.src[0].arg[0], b.src[1].arg
         if seen.setdefault(name, value) != value:
-            raise ValueError(f"variable {name!r} is bound to {seen[name]} and to {value} in one kernel: "
-                             f"realize the parts with different values separately")
+            raise BindMismatchError(f"bind mismatch on {name}: variable {name!r} is bound to {seen[name]} and to "
+                                    f"{value} in one kernel: realize the parts with different values separately")
+

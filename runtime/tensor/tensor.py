@@ -25,6 +25,14 @@ wins over ints and loses to float32/float64, and bfloat16 + float16 -> float32).
 (tinygrad): they take the tensor's dtype unless they are of a higher kind, in which case they bring the
 default dtype of their kind (float32 for floats, int32 for ints).
 
+Weak tensors (tinygrad 0.14's weakint / weakfloat): a tensor that stands for a Python scalar is weak too,
+so that it promotes as one (`Tensor(3) + int8` is int8, `Tensor(2).exp() + float16` is float16). Weak
+are `Tensor(3)` and `Tensor(0.5)` (a Python int or float, no dtype asked for), what movement ops, unary
+ops, `contiguous()` and `realize()` make of a weak tensor, and an elementwise result whose dtype came
+from a weak operand: every operand weak, or a weak one of a higher kind than every tensor that is not
+(`int8 * 0.5` is a weak float). Its dtype is its kind's default (int32, float32: what it is stored
+as); `cast`, reductions, `clone` and an `assign` into it make a tensor that is not weak.
+
 Tensors without a device (tinygrad 0.14's "virtual" tensors): a graph that reads no buffer and no
 user-made constant (an `arange` and what is computed from it with Python scalars) has nowhere to be
 stored. `realize()` and `schedule()` leave it lazy, as a function of its indices that every consumer
@@ -86,16 +94,62 @@ def _scalar_dtype(v: Scalar) -> DType:
     return dtypes.bool if isinstance(v, bool) else dtypes.default_int if isinstance(v, int) else dtypes.default_float
 
 
+def _is_weak(x: Tensor | Scalar) -> bool:
+    """A Python scalar, or a tensor that stands for one (see the module docstring)."""
+    return not isinstance(x, Tensor) or getattr(x, "_weak", False)
+
+
+def _weak_dtype(x: Tensor | Scalar) -> DType:
+    return x.dtype if isinstance(x, Tensor) else _scalar_dtype(x)
+
+
+def _scalar_tensor_dtype(v: Scalar) -> DType:
+    """The dtype of `Tensor(v)`: the scalar's default, or int64 (uint64) for an int past int32 (int64), as
+    for Python data (`_numpy_to_dtype`): Tensor(2**40) is not wrapped to 0."""
+    if type(v) is int and not dtypes.int32.min <= v <= dtypes.int32.max:
+        return dtypes.int64 if v <= dtypes.int64.max else dtypes.uint64
+    return _scalar_dtype(v)
+
+
 def _promote(items: Sequence[Tensor | Scalar]) -> DType:
-    """The common dtype of tensors and weak Python scalars."""
-    tensor_dts = [x.dtype for x in items if isinstance(x, Tensor)]
-    scalar_dts = [_scalar_dtype(x) for x in items if not isinstance(x, Tensor)]
-    best = least_upper_dtype(*tensor_dts) if tensor_dts else None
-    for sd in scalar_dts:
-        if best is None or _kind(sd) > _kind(best):
-            best = sd
-    assert best is not None
-    return best
+    """The common dtype of tensors and weak operands (Python scalars and weak tensors): the weak ones
+    decide only where they are of a higher kind than every other."""
+    strong_dts = [x.dtype for x in items if not _is_weak(x)]
+    weak_dts = [_weak_dtype(x) for x in items if _is_weak(x)]
+    strong = least_upper_dtype(*strong_dts) if strong_dts else None
+    weak = least_upper_dtype(*weak_dts) if weak_dts else None
+    if strong is None or (weak is not None and _kind(weak) > _kind(strong)):
+        assert weak is not None
+        return weak
+    return strong
+
+
+def _commit_weak(t: Tensor, dtype: DType) -> Tensor:
+    """Weak `t` in `dtype`. One that is still its Python scalar (a CONST, reshaped and expanded) becomes a
+    constant of `dtype` made from the scalar's own value: float64 + Tensor(1.0 + 2**-40) must not round
+    it through float32 first (nor an int through int32)."""
+    def rebuilt(u: UOp) -> UOp | None:
+        if u.op is Ops.CONST:
+            return _const(dtype, u.arg, u.src)
+        if u.op in (Ops.RESHAPE, Ops.EXPAND) and (inner := rebuilt(u.src[0])) is not None:
+            return u.replace(dtype=dtype, src=(inner,))
+        return None
+    u = rebuilt(t.uop) if t.dtype != dtype else None
+    return t.cast(dtype) if u is None else Tensor(u)
+
+
+def _promotes_weak(items: Sequence[Tensor | Scalar]) -> bool:
+    """Whether an elementwise result of these operands is weak: its dtype came from a weak operand (all of
+    them weak, or a weak one of a higher kind than every tensor that is not)."""
+    strong = [_kind(x.dtype) for x in items if not _is_weak(x)]
+    weak = [_kind(_weak_dtype(x)) for x in items if _is_weak(x)]
+    return not strong or (bool(weak) and max(weak) > max(strong))
+
+
+def _weakened(t: Tensor, weak: bool) -> Tensor:
+    """`t`, marked weak or not (it is a tensor this module just built)."""
+    t._weak = weak
+    return t
 
 
 def _sum_dtype(dt: DType) -> DType:
@@ -207,7 +261,8 @@ class Tensor(MoreOps, LinalgOps, Autograd):
     # _made_from: the tensor a view was made from, so that an assign to a view of a computed value
     # reaches the tensors it views (see `assign`); _realized_from: the graph a realized tensor was computed
     # from, for its gradients (runtime/tensor/realize.py)
-    __slots__ = ("uop", "_made_from", "_realized_from", "__weakref__")
+    # _weak: the tensor stands for a Python scalar in promotions (see the module docstring)
+    __slots__ = ("uop", "_made_from", "_realized_from", "_weak", "__weakref__")
     __array_ufunc__ = None  # `ndarray + Tensor` must defer to Tensor.__radd__, not loop in numpy
     _seed: int = 0
     _rng_counter: int = 0
@@ -215,6 +270,8 @@ class Tensor(MoreOps, LinalgOps, Autograd):
     def __init__(self, data: Any, device: str | tuple[str, ...] | None = None, dtype: DType | str | None = None,
                  requires_grad: bool | None = None):
         self._init_autograd(requires_grad)  # .grad and requires_grad (runtime/tensor/autograd.py)
+        # a Python int or float with no dtype asked for is weak (tinygrad 0.14's weakint / weakfloat)
+        self._weak = dtype is None and isinstance(data, (int, float)) and not isinstance(data, bool)
         if isinstance(device, (tuple, list)):  # on several devices: made on one, then replicated (tinygrad's)
             self.uop = Tensor(data, dtype=dtype).to(device).uop
             all_tensors.add(self)
@@ -232,7 +289,7 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         elif isinstance(data, (bool, int, float)):
             # a Python scalar with no device asked for has none (tinygrad 0.14): it joins its operands'
             # device, and on its own is realized on the default one only when read
-            uop = _const(dtype or _scalar_dtype(data), data, _on(device))
+            uop = _const(dtype or _scalar_tensor_dtype(data), data, _on(device))
         elif isinstance(data, np.ndarray):
             uop = _buffer_view(data, dtype or buffers.from_numpy_dtype(data.dtype), dev)
         elif isinstance(data, (list, tuple)):
@@ -486,10 +543,10 @@ class Tensor(MoreOps, LinalgOps, Autograd):
     # ------------------------------------------------------------------ graph building helpers
 
     def _mop(self, op: Ops, arg: Any) -> Tensor:
-        return made_from(Tensor(UOp(op, self.dtype, (self.uop,), arg)), self)
+        return made_from(_weakened(Tensor(UOp(op, self.dtype, (self.uop,), arg)), _is_weak(self)), self)
 
     def _unary(self, op: Ops) -> Tensor:
-        return Tensor(UOp(op, self.dtype, (self.uop,)))
+        return _weakened(Tensor(UOp(op, self.dtype, (self.uop,))), _is_weak(self))
 
     def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
         """Explicit broadcast: RESHAPE to add leading 1s, then EXPAND."""
@@ -505,23 +562,26 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         items = tuple(_operand(x) for x in items)
         _same_device(items)
         dt = dtype or _promote(items)
-        tensors = [x.cast(dt) if isinstance(x, Tensor) else _weak(x, dt) for x in items]
+        tensors = [(_commit_weak(x, dt) if _is_weak(x) else x.cast(dt)) if isinstance(x, Tensor) else _weak(x, dt)
+                   for x in items]
         shape = _broadcast_shape(*(t.shape for t in tensors))
         return [t._broadcast_to(shape) for t in tensors]
 
     def _binary(self, op: Ops, other: Any, reverse: bool = False, float_only: bool = False) -> Tensor:
-        a, b = Tensor._operands(other, self) if reverse else Tensor._operands(self, other)
+        items = (_operand(other), self) if reverse else (self, _operand(other))
+        a, b = Tensor._operands(*items)
         if float_only and not a.dtype.is_float:
             a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
-        return Tensor(UOp(op, a.dtype, (a.uop, b.uop)))
+        return _weakened(Tensor(UOp(op, a.dtype, (a.uop, b.uop))), _promotes_weak(items))
 
     def _bits(self, op: Ops, name: str, other: Any, reverse: bool = False) -> Tensor:
         """&, |, ^ on bool or integer operands; a float one is an error (C has no float `&`)."""
-        a, b = Tensor._operands(other, self) if reverse else Tensor._operands(self, other)
+        items = (_operand(other), self) if reverse else (self, _operand(other))
+        a, b = Tensor._operands(*items)
         if a.dtype.is_float:
             raise tensor_args.DTypeArgError(f"{name} needs bool or integer tensors, got {a.dtype.name} of shape {a.shape} "
                                             f"and {b.dtype.name} of shape {b.shape}")
-        return Tensor(UOp(op, a.dtype, (a.uop, b.uop)))
+        return _weakened(Tensor(UOp(op, a.dtype, (a.uop, b.uop))), _promotes_weak(items))
 
     def _beyond(self, other: Any) -> int:
         """1 (-1) when `other` is a Python int above (below) the range of self's integer dtype, where it
@@ -536,7 +596,12 @@ class Tensor(MoreOps, LinalgOps, Autograd):
             # x != x all False
             always = op is Ops.CMPNE or (op is Ops.CMPLT and (beyond > 0) != reverse)
             return self._compare(Ops.CMPEQ if always else Ops.CMPNE, self)
-        a, b = Tensor._operands(other, self) if reverse else Tensor._operands(self, other)
+        items = (_operand(other), self) if reverse else (self, _operand(other))
+        # a weak int tensor compares at its own width, not wrapped into an int partner's dtype: Tensor(300) >
+        # uint8 is True, as numpy (and tinygrad) compare a Python int (a Python scalar: `_beyond` above)
+        committed = tuple(Tensor(x.uop) if isinstance(x, Tensor) and _is_weak(x) and not x.dtype.is_float else x
+                          for x in items)
+        a, b = Tensor._operands(*items, dtype=_promote(committed))
         return Tensor(UOp(op, dtypes.bool, (a.uop, b.uop)))
 
     def _inverse(self) -> Tensor:
@@ -549,7 +614,8 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         return self._binary(Ops.XOR, _weak(ones, self.dtype))
 
     def _to_float(self) -> Tensor:
-        return self.cast(_float_dtype(self.dtype))
+        # a function of floats keeps a weak int weak (tinygrad: Tensor(2).exp() is its weak float)
+        return self if self.dtype.is_float else _weakened(self.cast(dtypes.default_float), _is_weak(self))
 
     # ------------------------------------------------------------------ elementwise: arithmetic
 
@@ -569,9 +635,9 @@ class Tensor(MoreOps, LinalgOps, Autograd):
             return self._rounded_div(x, reverse, rounding_mode)
         if not _promote((self, _operand(x))).is_float:
             # a scalar goes to float32 as it is: through the int dtype, uint8 / -1 would divide by 255
-            a, b = Tensor._operands(x, self, dtype=dtypes.default_float) if reverse else \
-                Tensor._operands(self, x, dtype=dtypes.default_float)
-            return Tensor(UOp(Ops.FDIV, a.dtype, (a.uop, b.uop)))
+            items = (_operand(x), self) if reverse else (self, _operand(x))
+            a, b = Tensor._operands(*items, dtype=dtypes.default_float)
+            return _weakened(Tensor(UOp(Ops.FDIV, a.dtype, (a.uop, b.uop))), _promotes_weak(items))
         return self._binary(Ops.FDIV, x, reverse, float_only=True)
 
     def _rounded_div(self, x: Any, reverse: bool, rounding_mode: str) -> Tensor:
@@ -609,10 +675,11 @@ class Tensor(MoreOps, LinalgOps, Autograd):
                 raise TypeError(f"where: both values are Invalid for a condition {self.shape}; one must be a value")
             v = Tensor._operands(y if isinstance(x, InvalidType) else x)[0]
             return v._broadcast_to(_broadcast_shape(cond.shape, v.shape))
+        x, y = _operand(x), _operand(y)
         x_, y_ = Tensor._operands(x, y)
         shape = _broadcast_shape(cond.shape, x_.shape)
         c, a, b = cond._broadcast_to(shape), x_._broadcast_to(shape), y_._broadcast_to(shape)
-        return Tensor(UOp(Ops.WHERE, a.dtype, (c.uop, a.uop, b.uop)))
+        return _weakened(Tensor(UOp(Ops.WHERE, a.dtype, (c.uop, a.uop, b.uop))), _promotes_weak((x, y)))
 
     def __add__(self, x: Any) -> Tensor: return self.add(x)
     def __radd__(self, x: Any) -> Tensor: return self.add(x, reverse=True)
@@ -766,7 +833,9 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         dtype = to_dtype(dtype)
         if dtype is None:
             raise TypeError("cast needs a dtype, not None")
-        return self if self.dtype == dtype else Tensor(UOp(Ops.CAST, dtype, (self.uop,)))
+        if self.dtype == dtype:  # a weak tensor cast to its own dtype commits to it: a new tensor, not weak
+            return Tensor(self.uop) if _is_weak(self) else self
+        return Tensor(UOp(Ops.CAST, dtype, (self.uop,)))
 
     def int(self) -> Tensor:
         return self.cast(dtypes.int32)
@@ -798,7 +867,8 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         if any(self.shape[a] == 0 for a in work) and 0 not in kept:
             # a reduction over nothing is its identity (tinygrad too); a constant needs no kernel
             value = identity_element(op, self.dtype)
-            out = (_weak(value, self.dtype) if is_virtual(self.uop) else Tensor(value, dtype=self.dtype))._broadcast_to(kept)
+            out = (_weakened(_weak(value, self.dtype), False) if is_virtual(self.uop)
+                   else Tensor(value, dtype=self.dtype))._broadcast_to(kept)  # (a reduction is never weak)
         else:
             out = Tensor(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, work))) if work else self
         if keepdim:
@@ -1261,6 +1331,8 @@ class Tensor(MoreOps, LinalgOps, Autograd):
     def _setitem_value(self, value: Any, shape: tuple[int, ...]) -> Tensor:
         """The value of a setitem, of self's dtype and broadcast to the indexed `shape`."""
         if isinstance(value, Tensor):
+            if _is_weak(value) and _kind(value.dtype) <= _kind(self.dtype):
+                value = _commit_weak(value, self.dtype)  # a weak value takes the target's dtype, as a scalar
             if value.dtype != self.dtype:
                 raise ValueError(f"setitem: cannot write a {value.dtype.name} tensor {value.shape} into a "
                                  f"{self.dtype.name} tensor {self.shape}; cast the value first")
@@ -1369,14 +1441,14 @@ class Tensor(MoreOps, LinalgOps, Autograd):
             # one tensor after itself is a repeat: one read of it per element, so a shared reduce or a
             # costly value is not buffered for the pieces' different reads
             return self.repeat(tuple(len(parts) if i == d else 1 for i in range(self.ndim)))
-        dt = least_upper_dtype(*(t.dtype for t in parts))
+        dt = _promote(parts)  # a weak part takes the others' dtype, as in an elementwise op
         # sizes may be symbolic (`a[:v].cat(b)`): offsets and amounts are size sums, ints where they can be
         sizes = [t.shape[d] for t in parts]
         total = size_sum(*sizes)
         offsets = [size_sum(*sizes[:k]) for k in range(len(parts))]
-        padded = [t.cast(dt).pad(tuple((o, size_sum(total, (o, -1), (n, -1))) if i == d else (0, 0)
+        padded = [(_commit_weak(t, dt) if _is_weak(t) else t.cast(dt)).pad(tuple((o, size_sum(total, (o, -1), (n, -1))) if i == d else (0, 0)
                                        for i in range(self.ndim))) for t, o, n in zip(parts, offsets, sizes)]
-        return functools.reduce(Tensor.add, padded)
+        return _weakened(functools.reduce(Tensor.add, padded), all(_is_weak(t) for t in parts))
 
     def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
         """`a.stack(b, c)`, `Tensor.stack(a, b, c)` or `Tensor.stack((a, b, c))`: a new axis `dim`."""
@@ -1419,7 +1491,7 @@ class Tensor(MoreOps, LinalgOps, Autograd):
             xe, ye = xe.cast(dtype), ye.cast(dtype)
         out = (xe * ye).sum(-1, dtype=dtype)
         if dtype is None:  # a small int sum accumulates in int32; the product keeps the operands' dtype (numpy's)
-            out = out.cast(least_upper_dtype(self.dtype, w.dtype))
+            out = out.cast(_promote((self, w)))  # (a weak operand takes the other's dtype)
         if self.ndim == 1:
             out = out.squeeze(-2)
         if w.ndim == 1:
@@ -1586,8 +1658,8 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         # no device: a value computed where it is read; a copy between devices is a buffer of its own already
         if _contiguous_view(self.uop) or _contiguous_multi_view(self.uop) or self.device is None \
                 or self.uop.op is Ops.COPY:
-            return Tensor(self.uop)
-        return own_buffer(self)
+            return _weakened(Tensor(self.uop), _is_weak(self))
+        return _weakened(own_buffer(self), _is_weak(self))  # contiguous keeps a weak value weak (tinygrad's)
 
     def assign(self, x: Any) -> Tensor:
         """Make self's buffer take the value `x` when realized: self.uop becomes ASSIGN(self.uop, x). A value
@@ -1601,8 +1673,11 @@ class Tensor(MoreOps, LinalgOps, Autograd):
                 x = x._broadcast_to(self.shape)
             except ValueError:
                 raise ValueError(f"cannot assign a tensor of shape {x.shape} to one of shape {self.shape}") from None
+        if _is_weak(x) and _kind(x.dtype) <= _kind(self.dtype):
+            x = _commit_weak(x, self.dtype)  # a weak value takes the target's dtype, as a Python scalar would
         if x.dtype != self.dtype:
             raise ValueError(f"cannot assign a {x.dtype.name} tensor to a {self.dtype.name} tensor")
+        self._weak = False  # an assign stores the value: the target is a buffer of its dtype from now on
         _same_device((self, x))
         base, chain = _view_of_storage(self.uop)
         if base is None and (own := _view_of_own_buffer(self.uop)) is not None:
@@ -1635,7 +1710,7 @@ class Tensor(MoreOps, LinalgOps, Autograd):
             raise TypeError(f"replace() takes a Tensor, not {type(x).__name__}")
         if x.shape != self.shape:
             raise ValueError(f"replace() needs the same shape: {self.shape} and {x.shape}")
-        self.uop = x.uop
+        self.uop, self._weak = x.uop, _is_weak(x)
         # what self was a view of, or realized from, is x's now (assign and gradients follow these)
         self._made_from, self._realized_from = getattr(x, "_made_from", None), getattr(x, "_realized_from", None)
         return self
@@ -1761,8 +1836,9 @@ def _int_pow(t: Tensor, x: Tensor | Scalar, reverse: bool) -> Tensor:
 
 
 def _weak(value: Scalar, dtype: DType) -> Tensor:
-    """A constant with no device: a Python scalar inside an op, which takes its partner's device."""
-    return Tensor(_const(dtype, value))
+    """A constant with no device: a Python scalar inside an op, which takes its partner's device (and is
+    weak, as the scalar is)."""
+    return _weakened(Tensor(_const(dtype, value)), True)
 
 
 def _const(dtype: DType, value: Scalar, src: tuple[UOp, ...] = ()) -> UOp:
