@@ -80,3 +80,22 @@ def test_saturating_activations_have_finite_gradients(fn):
             "sigmoid": np.exp(-np.abs(x64)) / (1 + np.exp(-np.abs(x64))) ** 2,
             "gelu": _gelu(x64)[1]}[fn]
     np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-7)
+
+
+def test_a_gradient_read_through_a_convolution_window_is_stored_when_it_reads_many_buffers():
+    # conv -> relu -> conv -> relu -> batchnorm -> max_pool: the gradient of the second conv's output reads
+    # six buffers (the batchnorm statistics and the activations). The input gradient of that conv reads it
+    # once per tap of its 5x5 window, so recomputing it there cost 26M value operations in one kernel;
+    # stored (tinygrad 0.14 stores a value of more than three buffers), the largest kernel is 9.8M
+    from rulec import nn
+    from rulec.helpers import Context
+
+    rng = np.random.default_rng(0)
+    x = Tensor(rng.standard_normal((4, 1, 16, 16)).astype(np.float32)).realize()
+    layers = [nn.Conv2d(1, 8, 3), Tensor.relu, nn.Conv2d(8, 8, 5), Tensor.relu, nn.BatchNorm2d(8), Tensor.max_pool2d]
+    with Context(TRAINING=1):
+        out = x.sequential(layers)
+        loss = (out * Tensor(rng.standard_normal(out.shape).astype(np.float32))).sum()
+        grads = loss.gradient(layers[0].weight, layers[2].weight, layers[4].weight)
+    items = Tensor.schedule(*grads)
+    assert max(it.ops for it in items) < 12_000_000, sorted(it.ops for it in items)

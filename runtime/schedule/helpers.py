@@ -318,20 +318,31 @@ def merge_tags(a: Any, b: Any) -> tuple | None:
 def cheap_to_recompute(src: UOp, buf: UOp, idx: UOp) -> bool:
     """Whether reading `buf` at `idx` may recompute `src` instead (the buffer-removal cost model).
 
-    Never for a user's contiguous; never when the computation holds a copy, an
-    assign, or a reduce that reads memory (those are the expensive parts worth
-    storing). A reduce of values computed from indices and constants alone (the
+    Never for a user's contiguous; never when the computation reads more than
+    MAX_INLINED_READS buffers, or holds a copy, an assign, or a reduce that reads
+    memory (those are the expensive parts worth storing). A reduce of values computed from indices and constants alone (the
     window count of an avg-pool's gradient) is recomputed, as tinygrad 0.14 does.
     """
     if len(buf.src) != len(idx.src) or any(r.op is not Ops.RANGE for r in buf.src[1:]):
         return False
     if src.op is Ops.CONTIGUOUS:
         return False
-    if src.op is Ops.THREEFRY or not src.has_op(_COSTLY):  # the usual answer, without a walk
+    if src.op is Ops.THREEFRY:
         return True
     ran = src.toposort(gate=lambda x: x.op is not Ops.INDEX)
+    if len({x.src[0] for x in ran if x.op is Ops.INDEX}) > MAX_INLINED_READS:
+        return False
+    if not src.has_op(_COSTLY):
+        return True
     return not any(x.op in (Ops.COPY, Ops.ASSIGN) or (x.op is Ops.REDUCE and x.src[0].has_op(_STORAGE))
                    for x in ran)
+
+
+# a value that reads more buffers than this is stored, not recomputed where it is read (tinygrad 0.14's
+# limit): a reader that reads it many times over, as a convolution's input gradient reads the gradient
+# of its output once per tap of the window, would recompute all of it each time (a batchnorm gradient:
+# six buffers, a square root and a power per tap)
+MAX_INLINED_READS = 3
 
 
 def substitute_all(root: UOp, old: tuple[UOp, ...], new: tuple[UOp, ...]) -> UOp:
