@@ -3,6 +3,7 @@ schedule_linear on the same programs), with results equal to numpy."""
 from __future__ import annotations
 
 import numpy as np
+from numpy_ref import np_conv2d
 
 from rulec import Tensor
 
@@ -114,16 +115,6 @@ def test_contiguous_of_a_copy_to_another_device_adds_nothing():
     np.testing.assert_array_equal((x + 1).to("CPU:1").contiguous().numpy(), A + 1)
 
 
-def _np_conv2d(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    n, _, h, wd = x.shape
-    co, _, kh, kw = w.shape
-    out = np.zeros((n, co, h - kh + 1, wd - kw + 1), np.float64)
-    for i in range(kh):
-        for j in range(kw):
-            out += np.einsum("nchw,oc->nohw", x[:, :, i:i + out.shape[2], j:j + out.shape[3]], w[:, :, i, j])
-    return out
-
-
 def test_a_conv_read_through_the_windows_of_a_conv_is_stored_not_recomputed():
     # the second conv reads each output of the first at 36 window places: fusing them recomputes the first
     # conv 36 times per output, and a chain of such convs grows exponentially. The windows' expand ends
@@ -135,5 +126,5 @@ def test_a_conv_read_through_the_windows_of_a_conv_is_stored_not_recomputed():
     two, three = X.conv2d(W1).conv2d(W3), X.conv2d(W1).conv2d(W2).conv2d(W3)
     assert len(two.schedule()) == 2 and len(X.conv2d(W1).relu().conv2d(W3).schedule()) == 2
     assert len(three.schedule()) == 3
-    np.testing.assert_allclose(two.numpy(), _np_conv2d(_np_conv2d(x, w1), w3), rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(three.numpy(), _np_conv2d(_np_conv2d(_np_conv2d(x, w1), w2), w3), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(two.numpy(), np_conv2d(np_conv2d(x, w1), w3), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(three.numpy(), np_conv2d(np_conv2d(np_conv2d(x, w1), w2), w3), rtol=1e-4, atol=1e-4)
