@@ -77,12 +77,16 @@ def half_flags(cc: str, native: tuple[str, ...]) -> tuple[str, ...]:
     if not native:
         return ()
     with tempfile.TemporaryDirectory() as tmp:
-        def builds(extra: tuple[str, ...]) -> bool:
-            cmd = [cc, *BASE_FLAGS, *native, *extra, "-x", "c", "-", "-o", os.path.join(tmp, "p.so")]
-            return subprocess.run(cmd, input=_HALF_PROBE, capture_output=True, text=True).returncode == 0
-        if builds(()) or not builds(("-mno-avx512fp16",)):
+        if _builds(cc, (*native,), _HALF_PROBE, tmp) or not _builds(cc, (*native, "-mno-avx512fp16"), _HALF_PROBE, tmp):
             return ()
     return ("-mno-avx512fp16",)
+
+
+def _builds(cc: str, flags: tuple[str, ...], source: str, folder: str) -> str | None:
+    """The library `cc` builds from `source` with the kernel flags and `flags` (in `folder`), or None."""
+    lib = os.path.join(folder, "p.so")
+    cmd = [cc, *BASE_FLAGS, *flags, "-x", "c", "-", "-o", lib]
+    return lib if subprocess.run(cmd, input=source, capture_output=True, text=True).returncode == 0 else None
 
 
 _OPENMP_PROBE = """
@@ -99,9 +103,8 @@ def openmp_flags(cc: str) -> tuple[str, ...]:
     installed), else none: the kernels' `#pragma omp` lines are then ignored and every kernel runs on one
     thread. Asked once per compiler and process."""
     with tempfile.TemporaryDirectory() as tmp:
-        lib = os.path.join(tmp, "p.so")
-        cmd = [cc, *BASE_FLAGS, "-fopenmp", "-x", "c", "-", "-o", lib]
-        if subprocess.run(cmd, input=_OPENMP_PROBE, capture_output=True, text=True).returncode != 0:
+        lib = _builds(cc, ("-fopenmp",), _OPENMP_PROBE, tmp)
+        if lib is None:
             return ()
         # idle threads sleep rather than spin between kernels: Python runs between them, and on a loaded
         # machine spinning threads take the cores the work needs (read once, as OpenMP's runtime loads)

@@ -55,7 +55,7 @@ from rulec.runtime.device import Device
 from rulec.runtime.tensor.autograd import Autograd
 from rulec.runtime.tensor.live import all_tensors, graph_devices, is_virtual, made_from
 from rulec.runtime.tensor.linalg import LinalgOps
-from rulec.runtime.tensor.tensor_more import MoreOps
+from rulec.runtime.tensor.tensor_more import MoreOps, last_writer_chain
 from rulec.runtime.ir.dtype import DType, Invalid, InvalidType, dtypes
 from rulec.runtime.engine.helpers import identity_element
 from rulec.runtime.ir.ops import Ops
@@ -1254,14 +1254,26 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         out = mask.where(x, 0).sum(tuple(range(nr + nb, nr + nb + len(shapes)))).cast(self.dtype)
         return out.permute(_advanced_order(kept, axes, items, nr, nb))
 
+    def _index_parts(self, adv: list[tuple[int, Tensor]]) -> tuple[list[Tensor], tuple[int, ...], list[int], list[int]]:
+        """The index tensors of `adv` (one dtype, broadcast together), their shape, the indexed axes and the
+        other axes."""
+        idx = Tensor._operands(*(t for _, t in adv), dtype=least_upper_dtype(*(t.dtype for _, t in adv)))
+        axes = [ax for ax, _ in adv]
+        return idx, idx[0].shape, axes, [a for a in range(self.ndim) if a not in axes]
+
+    def _rest_shape(self, rest: list[int], over_rest: bool) -> tuple[int, ...]:
+        """The mask's shape along the other axes. With `over_rest` each index is broadcast over them before
+        it is compared, so the comparison is made where the mask is read: an index computed by a reduce
+        (`t[t.sum(1).argmax()]`) is then broadcast itself, and its mask needs no buffer of its own (as
+        tinygrad 0.14 builds it)."""
+        return tuple(self.shape[a] for a in rest) if over_rest else (1,) * len(rest)
+
     def _linear_mask(self, adv: list[tuple[int, Tensor]], over_rest: bool = False) -> \
             tuple[Tensor, tuple[int, ...], list[int], list[int]]:
         """As `_advanced_mask`, with the indexed axes flattened into one (row-major, in the order of `adv`):
         the mask compares one linear index with each of its places; a tuple of indices with any index
         out of range (after counting negatives from the end) is -1, so it selects nothing."""
-        idx = Tensor._operands(*(t for _, t in adv), dtype=least_upper_dtype(*(t.dtype for _, t in adv)))
-        bshape, axes = idx[0].shape, [ax for ax, _ in adv]
-        rest = [a for a in range(self.ndim) if a not in axes]
+        idx, bshape, axes, rest = self._index_parts(adv)
         sizes = [self.shape[a] for a in axes]
         total = int(prod(sizes))
         wide = idx[0].dtype.itemsize >= 4 and idx[0].dtype != dtypes.int32
@@ -1275,25 +1287,15 @@ class Tensor(MoreOps, LinalgOps, Autograd):
             valid = ok if valid is None else valid & ok
         assert linear is not None and valid is not None
         linear = valid.where(linear, -1)
-        positions = Tensor.arange(total, dtype=dt)
-        nr, nb = len(rest), len(bshape)
-        rest_shape = tuple(self.shape[a] for a in rest) if over_rest else (1,) * nr  # see _advanced_mask
-        linear = linear.reshape((1,) * nr + bshape + (1,)).expand(rest_shape + bshape + (1,))
-        return linear == positions.reshape((1,) * (nr + nb) + (total,)), bshape, axes, rest
+        hit = _place_hits(linear, Tensor.arange(total, dtype=dt), self._rest_shape(rest, over_rest), bshape, 0, 1)
+        return hit, bshape, axes, rest
 
     def _advanced_mask(self, adv: list[tuple[int, Tensor]], over_rest: bool = False) -> \
             tuple[Tensor, tuple[int, ...], list[int], list[int]]:
         """The selection mask (the other axes: 1s, or their sizes with `over_rest`; the broadcast index
         shape, then the indexed axes), the broadcast index shape, the indexed axes and the other axes."""
-        idx = Tensor._operands(*(t for _, t in adv), dtype=least_upper_dtype(*(t.dtype for _, t in adv)))
-        bshape = idx[0].shape
-        axes = [ax for ax, _ in adv]
-        rest = [a for a in range(self.ndim) if a not in axes]
-        nb, nr, k = len(bshape), len(rest), len(axes)
-        # each index is broadcast over the other axes before it is compared, so the comparison is made
-        # where the mask is read: an index computed by a reduce (`t[t.sum(1).argmax()]`) is then
-        # broadcast itself, and its mask needs no buffer of its own (as tinygrad 0.14 builds it)
-        rest_shape = tuple(self.shape[a] for a in rest) if over_rest else (1,) * nr
+        idx, bshape, axes, rest = self._index_parts(adv)
+        rest_shape = self._rest_shape(rest, over_rest)
         mask = None
         for j, (ax, t) in enumerate(zip(axes, idx)):
             n = self.shape[ax]
@@ -1301,8 +1303,7 @@ class Tensor(MoreOps, LinalgOps, Autograd):
                 t = t.cast(dtypes.int64 if n > dtypes.int32.max else dtypes.int32)
             t = (t < 0).where(t + n, t)
             positions = Tensor.arange(n, dtype=dtypes.int64 if n - 1 > dtypes.int32.max else None)  # past int32: int64
-            t = t.reshape((1,) * nr + bshape + (1,) * k).expand(rest_shape + bshape + (1,) * k)
-            hit = t == positions.reshape((1,) * (nr + nb) + tuple(n if i == j else 1 for i in range(k)))
+            hit = _place_hits(t, positions, rest_shape, bshape, j, len(axes))
             mask = hit if mask is None else mask & hit
         assert mask is not None
         return mask, bshape, axes, rest
@@ -1384,13 +1385,7 @@ class Tensor(MoreOps, LinalgOps, Autograd):
         vals = v.reshape(v.shape[:nr] + (nbig,) + (1,) * k)
         if nbig <= _UNROLLED_WRITES:
             # a few writes: fold them in order with wheres (elementwise, fuses into the assign's kernel)
-            new, written = None, None
-            for j in range(nbig):
-                m_j, v_j = _along(mask, nr, j, j + 1), _along(vals, nr, j, j + 1)
-                new = v_j if new is None else m_j.where(v_j, new)
-                written = m_j if written is None else written | m_j
-            assert new is not None and written is not None
-            new, written = new.squeeze(nr), written.squeeze(nr)
+            written, new = last_writer_chain(mask, vals, nr)
         else:  # many: the last writer of each place is a max over positions, then one masked sum
             pos = Tensor.arange(nbig).reshape((1,) * nr + (nbig,) + (1,) * k)
             last = mask.where(pos, -1).max(nr, keepdim=True)
@@ -1771,6 +1766,15 @@ def _along(x: Tensor, axis: int, lo: int, hi: int, repeat: int = 1) -> Tensor:
     """x[..., lo:hi, ...] on `axis`; a slice of length 1 can be repeated `repeat` times."""
     part = x.shrink(tuple((lo, hi) if i == axis else None for i in range(x.ndim)))
     return part if repeat == 1 else part.expand(tuple(repeat if i == axis else s for i, s in enumerate(part.shape)))
+
+
+def _place_hits(t: Tensor, positions: Tensor, rest_shape: tuple[int, ...], bshape: tuple[int, ...], j: int,
+                k: int) -> Tensor:
+    """Where index `t` (of shape `bshape`, broadcast over the other axes' `rest_shape`) names each of
+    `positions`, laid along the j-th of k indexed axes."""
+    nr, nb = len(rest_shape), len(bshape)
+    t = t.reshape((1,) * nr + bshape + (1,) * k).expand(rest_shape + bshape + (1,) * k)
+    return t == positions.reshape((1,) * (nr + nb) + tuple(positions.shape[0] if i == j else 1 for i in range(k)))
 
 
 def _advanced_order(kept: list[Any], axes: list[int], items: list[Any], nr: int, nb: int) -> list[int]:

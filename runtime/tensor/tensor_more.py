@@ -84,9 +84,10 @@ def _check_smoothing(label_smoothing: float) -> None:
 _UNROLLED_WRITERS = 32
 
 
-def _last_writer_chain(hit: Tensor, vals: Tensor, d: int) -> tuple[Tensor, Tensor]:
-    """(written, value) for scatter without a reduce: hit is the one-hot (.., m, n, ..) of where each of the
-    m writers along axis d goes, vals (.., m, 1, ..) what it writes; a later writer overrides an earlier."""
+def last_writer_chain(hit: Tensor, vals: Tensor, d: int) -> tuple[Tensor, Tensor]:
+    """(written, value) where a later writer overrides an earlier (scatter without a reduce, setitem with
+    repeated indices): hit is the one-hot (.., m, n, ..) of where each of the m writers along axis d goes,
+    vals (.., m, 1, ..) what it writes."""
     def writer(t: Tensor, j: int) -> Tensor:
         return t.shrink(tuple((j, j + 1) if i == d else None for i in range(t.ndim))).squeeze(d)
     written, new = writer(hit, 0), writer(hit, 0).where(writer(vals, 0), 0)
@@ -553,7 +554,7 @@ class MoreOps(ExtraOps):
         hit = tensor_args.one_hot_along(index, n, d + 1)  # (.., m, n, ..)
         vals = src.unsqueeze(d + 1)
         if reduce is None and 0 < m <= _UNROLLED_WRITERS:
-            written, new = _last_writer_chain(hit, vals, d)
+            written, new = last_writer_chain(hit, vals, d)
         else:
             written, new = hit.any(d), _reduced_writes(hit, vals, d, reduce)
         new = new.cast(self.dtype)
