@@ -23,19 +23,11 @@ from rulec.runtime.codegen.lower import lower
 from rulec.runtime.device import Device, canonical
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.tensor import realize as realize_mod
+from opencl_probe import CL
 from test_schedule_counts import PROGRAMS, T
 
 
-def _have_opencl() -> str | None:
-    try:
-        import pyopencl as cl
 
-        return None if cl.get_platforms() else "no OpenCL platform"
-    except Exception as e:  # noqa: BLE001 - any failure to find a platform means: skip, saying why
-        return f"OpenCL unavailable: {e}"
-
-
-NO_CL = _have_opencl()
 
 
 def _run_on(device: str, name, build, ref, inputs):
@@ -54,15 +46,13 @@ def _run_on(device: str, name, build, ref, inputs):
     return items
 
 
-@pytest.mark.parametrize("device", ["CPU", "PYTHON", pytest.param("CL", marks=pytest.mark.skipif(
-    NO_CL is not None, reason=str(NO_CL)))])
+@pytest.mark.parametrize("device", ["CPU", "PYTHON", CL])
 @pytest.mark.parametrize("name,build,ref,inputs,count", PROGRAMS, ids=[p[0] for p in PROGRAMS])
 def test_programs_equal_numpy_on_each_device(device, name, build, ref, inputs, count):
     _run_on(device, name, build, ref, inputs)
 
 
-@pytest.mark.parametrize("device", ["CPU", "PYTHON", pytest.param("CL", marks=pytest.mark.skipif(
-    NO_CL is not None, reason=str(NO_CL)))])
+@pytest.mark.parametrize("device", ["CPU", "PYTHON", CL])
 def test_bool_buffers_in_and_out_on_each_device(device):
     # OpenCL stores bools as uchar: the call check refused every bool array ("must be uint8, got bool")
     x = np.array([1.0, np.nan, -2.0, np.inf, 0.0], np.float32)
@@ -253,8 +243,7 @@ def test_to_is_a_copy_in_the_schedule_and_mixing_devices_is_an_error(monkeypatch
         Tensor(x, device="TPU")
 
 
-@pytest.mark.parametrize("device", ["CPU", pytest.param("CL", marks=pytest.mark.skipif(NO_CL is not None,
-                                                                                        reason=str(NO_CL)))])
+@pytest.mark.parametrize("device", ["CPU", CL])
 def test_a_symbolic_shape_compiles_once_and_runs_for_several_values(device):
     from rulec.backends import device as dev_mod
     from rulec.runtime.ir.uop import UOp

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from opencl_probe import CL
 from rulec import Tensor, dtypes
 
-RUNNING_DEVICES = ["CPU", "CL"]
+RUNNING_DEVICES = ["CPU", CL]
 
 
 # ------------------------------------------------------------------ unsigned division

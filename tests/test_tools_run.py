@@ -286,7 +286,7 @@ def test_trace_and_why_read_trace_files(padded_trace, tmp_path):
 
 
 def test_run_on_opencl(capsys):
-    from test_codegen import NO_CL
+    from opencl_probe import NO_CL
 
     if NO_CL is not None:
         pytest.skip(NO_CL)

@@ -11,7 +11,9 @@ from rulec.runtime.ir.dtype import DType, dtypes
 from rulec.runtime.ir.ops import Ops
 from rulec.runtime.ir.shape import is_unit_loop
 from rulec.runtime.ir.uop import UOp, substitute
-from rulec.runtime.schedule.kernel_bounds import conjuncts, gated_bounds
+from rulec.runtime.engine.matchers import current
+from rulec.runtime.engine.rewrite import graph_rewrite
+from rulec.runtime.schedule.kernel_bounds import conjuncts, gated_bounds, narrowing
 
 # GPU targets launch at most this many thread-id dimensions (x, y, z)
 MAX_THREAD_DIMS = 3
@@ -62,8 +64,14 @@ def with_thread_ids(sink: UOp, loops: tuple[UOp, ...]) -> UOp:
 
 
 def implies(h: UOp, g: UOp) -> bool:
-    """Whether the gate `h` implies `g`: every conjunct of `g` is one of `h` (both ANDs of conditions)."""
-    return set(conjuncts([g])) <= set(conjuncts([h]))
+    """Whether the gate `h` implies `g` (both ANDs of conditions): every conjunct of `g` is one of `h`, or
+    folds to true over the bounds that `h` sets."""
+    held = conjuncts([h])
+    known = set(held)
+    for c in conjuncts([g]):
+        if c not in known and not ((t := _given(c, held)).op is Ops.CONST and t.arg is True):
+            return False
+    return True
 
 
 def within_given(x: UOp, gate: UOp, lo: int, hi: int) -> bool:
@@ -71,6 +79,58 @@ def within_given(x: UOp, gate: UOp, lo: int, hi: int) -> bool:
     (runtime/schedule/kernel_bounds.py), which narrows what each comparison of the gate bounds."""
     bounds = gated_bounds(UOp(Ops.WHERE, x.dtype, (gate, x, UOp(Ops.INVALID, x.dtype))))
     return bounds is None or (lo <= bounds[0] and bounds[1] <= hi)  # None: the gate never holds
+
+
+def simplified_given(x: UOp, gate: UOp) -> UOp:
+    """`x` as it reads on the lanes where `gate` holds, when that is a smaller expression (else `x`).
+
+    Each expression a comparison of the gate narrows (the kernel checker's `narrowing`) becomes a variable
+    over its narrowed interval, `index_symbolic` folds what the narrower bounds decide (`a // 125` is 0
+    where `a < 125`, `b % 25` is b where `b < 20`), and the variables are replaced by their expressions
+    again. The result equals `x` wherever the gate holds; elsewhere a gated access does not happen."""
+    return _given(x, conjuncts([gate]))
+
+
+def _given(x: UOp, conds: list[UOp]) -> UOp:
+    box = narrowing(conds)
+    if not box or any(lo > hi for lo, hi in box.values()):
+        return x  # nothing narrowed, or a gate no lane passes (the access is dropped elsewhere)
+    to_var: dict[UOp, UOp] = {}
+    for u in x.toposort():
+        new = u.replace(src=tuple(to_var.get(s, s) for s in u.src)) if u.src else u
+        if u in box:
+            lo, hi = max(box[u][0], new.vmin), min(box[u][1], new.vmax)
+            if (lo, hi) != (new.vmin, new.vmax):  # a bound the expression does not have by itself
+                new = UOp(Ops.DEFINE_VAR, u.dtype, (), (f"<given {len(to_var)}>", lo, hi))
+        if new is not u:
+            to_var[u] = new
+    if x not in to_var:
+        return x
+    folded = graph_rewrite(to_var[x], current()["index_symbolic"], name="symbolic (given a gate)")
+    out = substitute(folded, {v: u for u, v in to_var.items() if v.op is Ops.DEFINE_VAR})
+    return out if len(out.toposort()) < len(x.toposort()) else x
+
+
+def simplified_gate(gate: UOp) -> UOp:
+    """`gate` with repeated conditions dropped and each condition simplified given the others (one that
+    the others imply drops out): the same lanes pass. `gate` itself when nothing changes."""
+    conds = list(dict.fromkeys(reversed(conjuncts([gate]))))  # first-seen order, each condition once
+    k = 0
+    while k < len(conds):
+        c = _given(conds[k], conds[:k] + conds[k + 1:])
+        if c.op is Ops.CONST and c.arg is True:
+            del conds[k]
+            continue
+        if c.op is Ops.CONST and c.arg is False:
+            return c
+        conds[k] = c
+        k += 1
+    if not conds:
+        return UOp.const(gate.dtype, True)
+    out = conds[0]
+    for c in conds[1:]:
+        out = UOp(Ops.AND, gate.dtype, (out, c))
+    return out if out is not gate and len(out.toposort()) < len(gate.toposort()) else gate
 
 
 # lanes of the upcast innermost output loop of a reduce kernel (runtime/codegen/steps.py); 8 measured
@@ -161,7 +221,9 @@ def upcast_tile(sink: UOp) -> tuple[tuple[UOp, int], ...]:
 
 
 # thread_loops, with_thread_ids, upcast_loop and unroll_loop: for rule files of earlier revisions, whose
-# rules made the whole-kernel decisions the steps of runtime/codegen/steps.py make now
+# rules made the whole-kernel decisions the steps of runtime/codegen/steps.py make now; within_given too,
+# whose one rule (gated-index-drops-mod) the gate rules of rules/codegen/gates.yaml subsume
 CODEGEN_HELPERS = {"zero_of": zero_of, "reduce_start": reduce_start, "implies": implies,
-                   "within_given": within_given, "thread_loops": thread_loops, "with_thread_ids": with_thread_ids,
+                   "within_given": within_given, "simplified_given": simplified_given,
+                   "simplified_gate": simplified_gate, "thread_loops": thread_loops, "with_thread_ids": with_thread_ids,
                    "upcast_loop": upcast_loop, "unroll_loop": unroll_loop}

@@ -45,7 +45,7 @@ def conjuncts(conds: list[UOp]) -> list[UOp]:
     return out
 
 
-def _narrowing(conds: list[UOp]) -> dict[UOp, tuple[int, int]]:
+def narrowing(conds: list[UOp]) -> dict[UOp, tuple[int, int]]:
     """For every expression a gate compares, the interval the gate keeps it in."""
     box: dict[UOp, tuple[int, int]] = {}
     for c in conjuncts(conds):
@@ -99,7 +99,7 @@ def gated_bounds(index: UOp) -> tuple[int, int] | None:
     conds, expr = split_gate(index)
     if any(c.vmax is False or c.vmax == 0 for c in conds):
         return None
-    box = _narrowing(conds)
+    box = narrowing(conds)
     if any(lo > hi for lo, hi in box.values()):
         return None  # the gate contradicts itself: no lane passes
     if not box:
