@@ -301,10 +301,15 @@ class _Renderer:
                               f"{u.dtype.scalar.name}: {self.b.name} computes one of them in a wider type "
                               f"(kernel {self.name})")
         value = self.b.fill(tmpl, a=ops[0], b=ops[1] if len(ops) > 1 else "", c=ops[2] if len(ops) > 2 else "",
-                            t=t, st=self.b.type_name(u.src[0].dtype), bits=8 * u.dtype.scalar.itemsize,
-                            safe_divisor=safe)
+                            t=t, st=self.b.type_name(u.src[0].dtype), ut=self._unsigned(u.dtype),
+                            bits=8 * u.dtype.scalar.itemsize, safe_divisor=safe)
         name = self.names[u] = self.fresh("alu")
         self.emit(f"{t} {name} = {self.rounded(u.dtype, value)};")
+
+    def _unsigned(self, dt: DType) -> str:
+        """The unsigned type of `dt`'s width, which signed arithmetic wraps through (`ut` in a template)."""
+        u = {4: dtypes.uint32, 8: dtypes.uint64}.get(dt.scalar.itemsize) if dt.scalar.kind == "int" else None
+        return self.b.type_name(u) if u is not None else self.b.type_name(dt)
 
     def _widened(self, dt: DType) -> bool:
         return self.b.spec.get("rounded", {}).get(dt.scalar.name) is not None

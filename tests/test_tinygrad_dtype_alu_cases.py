@@ -25,6 +25,23 @@ def test_unsigned_divisor_of_all_ones_is_not_minus_one(device, dt, nd):
     np.testing.assert_array_equal((ta // tb).numpy(), a // b)
 
 
+# ------------------------------------------------------------------ signed overflow wraps
+
+@pytest.mark.parametrize("device", RUNNING_DEVICES)
+@pytest.mark.parametrize("dt,nd", [(dtypes.int32, np.int32), (dtypes.int64, np.int64)])
+def test_signed_overflow_wraps_where_a_compiler_could_assume_it_does_not(device, dt, nd):
+    # signed overflow is undefined in C: a compiler may fold `x + 1 < x` and `x - 1 > x` to false.
+    # The kernels compute int32 and int64 through the unsigned type of their width, so they wrap, as
+    # numpy does, with no compiler flag to rely on
+    info = np.iinfo(nd)
+    a = np.array([info.max, info.min, 0, -1, info.max - 1], nd)
+    t = Tensor(a, dtype=dt, device=device)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal((t + 1 < t).numpy(), (a + nd(1)) < a)
+        np.testing.assert_array_equal((-t > 0).numpy(), -a > 0)  # -min is min
+        np.testing.assert_array_equal((t - 1 > t).numpy(), (a - nd(1)) > a)
+
+
 # ------------------------------------------------------------------ x ** 0.5
 
 @pytest.mark.parametrize("dt,nd", [(dtypes.float16, np.float16), (dtypes.float32, np.float32), (dtypes.float64, np.float64)])

@@ -23,7 +23,7 @@ from rulec.backends.errors import DeviceUnavailable, KernelCompileError
 from rulec.backends.params import Param, check_call, kernel_params
 from rulec.backends.toolchain import identity, which
 
-BASE_FLAGS = ("-O2", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off", "-fwrapv")
+BASE_FLAGS = ("-O2", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off")
 # results must equal numpy's bit for bit: no fused multiply-add, and no -ffast-math; integers wrap as the
 # IR says (runtime/ir/alu.py), so signed overflow must not be undefined behaviour the optimizer exploits
 
