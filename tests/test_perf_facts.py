@@ -195,3 +195,32 @@ def test_bench_programs_compute_what_numpy_computes():
     for outs in cases:
         want = outs[0].lazy_numpy()
         np.testing.assert_allclose(outs[0].numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_second_schedule_of_a_training_step_folds_no_index_again_and_schedules_the_same_kernels(monkeypatch):
+    # each step of a training loop builds the same graph: simplify_index keeps its results (by matcher and
+    # expression), so a second schedule rewrites no index expression, and its kernels are the first's
+    import numpy as np
+
+    from rulec import Tensor
+    from rulec.runtime.schedule import helpers
+    from rulec.runtime.ir.uop import untagged
+
+    rng = np.random.default_rng(0)
+    x = Tensor(rng.standard_normal((2, 3, 12, 12)).astype(np.float32)).realize()
+    w = Tensor(rng.standard_normal((4, 3, 5, 5)).astype(np.float32), requires_grad=True).realize()
+
+    def step():
+        w.grad = None
+        x.conv2d(w).relu().reshape(2, -1).sum().backward()
+        return [untagged(it.ast) for it in Tensor.schedule(w.grad)]
+
+    monkeypatch.setattr(helpers, "_simplified", {})
+    real, folds = helpers.graph_rewrite, []
+    monkeypatch.setattr(helpers, "graph_rewrite", lambda u, m, **kw: folds.append(u) or real(u, m, **kw))
+    first = step()
+    assert folds and len(helpers._simplified) == len(set(folds))
+    n = len(folds)
+    assert step() == first and len(folds) == n
+    monkeypatch.setattr(helpers, "_simplified", {})   # without the kept results: the same kernels, refolded
+    assert step() == first and len(folds) == 2 * n

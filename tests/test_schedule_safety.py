@@ -103,6 +103,28 @@ def test_checker_rejects_one_buffer_bound_twice():
         check_kernel(_transpose_kernel(read_same=True), (buf, buf))
 
 
+def test_a_kernel_found_safe_is_analysed_once_but_every_binding_is_checked(monkeypatch):
+    # a training loop schedules the same kernels every step: one found safe (by its AST without tags and
+    # its buffer sizes) is not analysed again; aliasing depends on the binding, and is checked every time
+    from rulec.runtime.schedule import kernel_check
+
+    calls = []
+    real = kernel_check.unsafe_reads
+    monkeypatch.setattr(kernel_check, "unsafe_reads", lambda ast: calls.append(ast) or real(ast))
+    monkeypatch.setattr(kernel_check, "_safe", set())
+    ast = _transpose_kernel(read_same=True)
+    buf, other = buffers.new_buffer_uop(dtypes.float32, 9), buffers.new_buffer_uop(dtypes.float32, 9)
+    check_kernel(ast, (buf,))
+    check_kernel(ast.replace(tag=("step", 2)), (other,))   # the next step's copy: tags differ
+    assert len(calls) == 1
+    with pytest.raises(UnsafeKernelError, match="aliased arguments"):
+        check_kernel(ast, (buf, buf))
+    small = buffers.new_buffer_uop(dtypes.float32, 4)        # another size: analysed anew, and refused
+    with pytest.raises(UnsafeKernelError, match=r"buf0 \(size 4\) is reached at indices 0..8"):
+        check_kernel(ast, (small,))
+    assert len(calls) == 2
+
+
 def test_checker_ignores_validity_gates():
     g = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(4), (), 0)
     r = UOp.range(4, 0)

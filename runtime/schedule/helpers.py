@@ -17,6 +17,7 @@ from rulec.runtime.ir.uop import UOp, op_mask, substitute
 from rulec.runtime.ir.walk import run_recursive
 from rulec.runtime.engine.rewrite import graph_rewrite
 from rulec.runtime.engine.matchers import current
+from rulec.runtime.engine.trace import active_trace
 
 # op sets tested against a node's cached op mask (UOp.has_op) instead of walking its subgraph
 _COSTLY = op_mask(Ops.REDUCE, Ops.COPY, Ops.ASSIGN)
@@ -43,10 +44,25 @@ def flip_indices(idxs: tuple[UOp, ...], shape: tuple, flips: tuple[bool, ...]) -
     return tuple((size - 1) - i if f else i for i, size, f in zip(idxs, shape, flips))
 
 
+# simplify_index's results, by matcher and expression: each step of a training loop folds the same index
+# expressions again (hash-consed, with the same ranges). Bounded: emptied when full
+_simplified: dict[tuple[Any, UOp], UOp] = {}
+MAX_SIMPLIFIED = 1 << 14
+
+
 def simplify_index(u: UOp) -> UOp:
     """`u` through `index_symbolic`, from the running pipeline's matchers (runtime/engine/matchers.py;
-    rulec's own outside a run)."""
-    return graph_rewrite(u, current()["index_symbolic"], name="symbolic (index)")
+    rulec's own outside a run). Kept, but while a trace records every rewrite."""
+    m = current()["index_symbolic"]
+    if active_trace() is not None:
+        return graph_rewrite(u, m, name="symbolic (index)")
+    out = _simplified.get((m, u))
+    if out is None:
+        out = graph_rewrite(u, m, name="symbolic (index)")
+        if len(_simplified) >= MAX_SIMPLIFIED:
+            _simplified.clear()
+        _simplified[(m, u)] = out
+    return out
 
 
 INVALID = UOp(Ops.INVALID, dtypes.index)  # the index of a lane that reads nothing (padding)

@@ -21,7 +21,7 @@ import numpy as np
 from rulec.runtime.schedule.kernel_bounds import evaluate_lanes, gate_and_address, out_of_bounds
 from rulec.runtime.ir.dtype import dtypes
 from rulec.runtime.ir.ops import OpAttrs as Ops  # plain class attributes: a fast Ops.X
-from rulec.runtime.ir.uop import UOp
+from rulec.runtime.ir.uop import UOp, untagged
 
 
 class UnsafeKernelError(RuntimeError):
@@ -124,11 +124,23 @@ def _same_where_used(index: UOp, written: tuple[UOp, ...], conds: list[UOp | Non
     return bool(np.all(addr[keep] == np.broadcast_to(vals[written[0]], shape)[keep]))
 
 
+# kernels found safe, by their untagged AST and buffer sizes (what the two analyses read): a training loop
+# schedules the same kernels every step. Bounded: emptied when full
+_safe: set[tuple] = set()
+MAX_SAFE = 4096
+
+
 def check_kernel(ast: UOp, buffers: Sequence[UOp] = ()) -> None:
     """Raise UnsafeKernelError when `ast` (bound to `buffers`, if given) is not safe to run lane by lane."""
     global checked
     checked += 1
-    problems = unsafe_reads(ast) + out_of_bounds(ast, _sizes(ast, buffers))
+    sizes = _sizes(ast, buffers)
+    key = (untagged(ast), frozenset((g.arg, n) for g, n in sizes.items()))
+    problems = [] if key in _safe else unsafe_reads(ast) + out_of_bounds(ast, sizes)
+    if not problems:
+        if len(_safe) >= MAX_SAFE:
+            _safe.clear()
+        _safe.add(key)
     seen: dict[UOp, int] = {}
     for i, b in enumerate(buffers):
         if b in seen:
