@@ -10,7 +10,8 @@ Three families of programs, each at several sizes, so the table shows how schedu
 The same program text runs on both frontends. Inputs are realized first, so they
 cost no kernel; only scheduling is timed (`Tensor.schedule(...)`; tinygrad 0.14:
 `schedule_linear`; no compile, no run), on a warm process, with tinygrad's
-schedule cache off (SCACHE=0). The two schedulers alternate run by run, so load on
+schedule cache off (SCACHE=0) and nothing rulec keeps from one schedule for the next
+(`forget_kept_results`: folded index expressions, kernels found safe). The two schedulers alternate run by run, so load on
 a shared machine hits both alike; the ratio is the median over runs of tinygrad
 time / rulec time (above 1: rulec is faster), with its spread (min-max).
 """
@@ -114,6 +115,10 @@ class Runner:
     def once(self) -> float:
         outs = self.prog(self.Tensor, *self.inputs)
         self.uops = len(outs[0].uop.toposort())
+        if self.Tensor.__module__.startswith("rulec"):  # untimed: as a fresh graph, with nothing kept from the
+            from rulec.runtime.schedule.scheduler import forget_kept_results  # last run (tinygrad: SCACHE=0)
+
+            forget_kept_results()
         if self.collect:  # untimed: this run starts with no garbage of the other scheduler's to collect
             gc.collect()
         t0 = time.perf_counter()

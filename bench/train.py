@@ -7,7 +7,8 @@ side, in one run: scheduling time, kernel counts, and the time of the whole step
 The same program text runs on both frontends. The parameters and the input are realized first. Each
 repetition builds a fresh step (loss, gradients, Adam update); "schedule" times scheduling it
 (`Tensor.schedule` here, `schedule_linear` in tinygrad 0.14, no compile, no run) on a warmed copy of the
-training state, "step" times building and running a whole step (kernels warm: three steps of each run
+training state, with nothing kept from earlier schedules on either side (tinygrad: SCACHE=0; rulec:
+`forget_kept_results`), "step" times building and running a whole step (kernels warm: three steps of each run
 first). The frontends alternate run by run, so load on a shared machine hits both alike; figures are
 medians.
 """
@@ -82,6 +83,10 @@ def main() -> None:
             fresh = make(Tensor, adams[name], args)
             Tensor.realize(*fresh())
             outs = fresh()
+            if name == "rulec":  # as tinygrad with SCACHE=0: nothing kept from the steps before
+                from rulec.runtime.schedule.scheduler import forget_kept_results
+
+                forget_kept_results()
             t0 = time.perf_counter()
             kernels[name] = count_kernels(Tensor, outs)
             sched[name].append(time.perf_counter() - t0)

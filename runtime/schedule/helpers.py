@@ -50,6 +50,10 @@ _simplified: dict[tuple[Any, UOp], UOp] = {}
 MAX_SIMPLIFIED = 1 << 14
 
 
+def forget_simplified() -> None:
+    _simplified.clear()
+
+
 def simplify_index(u: UOp) -> UOp:
     """`u` through `index_symbolic`, from the running pipeline's matchers (runtime/engine/matchers.py;
     rulec's own outside a run). Kept, but while a trace records every rewrite."""

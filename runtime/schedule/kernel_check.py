@@ -130,6 +130,10 @@ _safe: set[tuple] = set()
 MAX_SAFE = 4096
 
 
+def forget_safe() -> None:
+    _safe.clear()
+
+
 def check_kernel(ast: UOp, buffers: Sequence[UOp] = ()) -> None:
     """Raise UnsafeKernelError when `ast` (bound to `buffers`, if given) is not safe to run lane by lane."""
     global checked

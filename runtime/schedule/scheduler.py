@@ -126,6 +126,15 @@ class BindMismatchError(ValueError, RuntimeError):
     tinygrad raises for it ("bind mismatch on ..."), so code written for either catches it."""
 
 
+def forget_kept_results() -> None:
+    """Drop what schedules keep for later ones (folded index expressions, kernels found safe), so the next
+    schedule starts as the first of a process does (bench/schedule.py times each run so)."""
+    from rulec.runtime.schedule import helpers, kernel_check
+
+    helpers.forget_simplified()
+    kernel_check.forget_safe()
+
+
 def _one_value_per_variable(binds: tuple[UOp, ...]) -> None:
     """A kernel is given each variable's value by name: two bindings of one name to different values
     (`x[:n=2]` and `x[:n=5]` in one kernel) cannot both hold, and running with either is silently wrong."""
