@@ -449,3 +449,21 @@ def test_gpu_kernels_never_get_the_host_threads_line(language):
 
     *_, item = _parallel_case()
     assert "#pragma omp" in render(item.ast, "c") and "#pragma omp" not in render(item.ast, language)
+
+
+@pytest.mark.parametrize("dt,bits", [(np.float32, np.uint32), (np.float64, np.uint64)])
+@pytest.mark.parametrize("device", ["CPU", CL])
+def test_a_float_select_keeps_every_bit_of_the_value_it_picks(device, dt, bits):
+    # C selects floats by their bits (a form gcc vectorizes, where it keeps `c ? x : y` scalar): nan
+    # payloads, -0.0 and infinities pass unchanged, on either side of the select
+    x = np.array([0, 0, -0.0, 0.0, np.inf, -np.inf, 1.5, -2.5], dt)
+    top = np.iinfo(bits).max >> 1                      # sign clear, exponent and mantissa all ones: a nan
+    x.view(bits)[:2] = [top, top - 5]                  # two nans with distinct payloads
+    y = x[::-1].copy()
+    cond = np.array([True, False, True, False, False, True, True, False])
+    out = T(cond).to(device).where(T(x).to(device), T(y).to(device))
+    if device == "CPU":
+        assert "union" in Tensor.schedule(out)[-1].render("c")
+    assert out.numpy().view(bits).tolist() == np.where(cond, x, y).view(bits).tolist()
+    relu = T(x).to(device).relu().numpy()
+    assert relu.view(bits).tolist() == np.where(x > 0, x, dt(0)).view(bits).tolist()
