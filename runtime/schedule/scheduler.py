@@ -11,6 +11,7 @@ from rulec.runtime.ir.dtype import dtypes
 from rulec.runtime.ir.ops import GroupOp, Ops
 from rulec.runtime.ir.uop import UOp, untagged
 from rulec.runtime.schedule.kernel_check import check_kernel
+from rulec.runtime.schedule.schedule_cache import cached_schedule, forget_schedules
 
 
 
@@ -94,8 +95,14 @@ def set_renderer(fn: Callable[[UOp, str], str]) -> None:
 
 
 def create_schedule(sink: UOp, pipeline: Pipeline | None = None) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
-    """Schedule a SINK of tensor graphs: the kernels in run order, and what each original node becomes."""
-    out, contexts = run_pipeline(sink, pipeline or schedule_pipeline())
+    """Schedule a SINK of tensor graphs: the kernels in run order, and what each original node becomes.
+    A graph equal to an earlier one but for its buffers reuses that one's schedule (schedule_cache.py)."""
+    pipe = pipeline or schedule_pipeline()
+    return cached_schedule(sink, pipe, lambda g: _schedule(g, pipe))
+
+
+def _schedule(sink: UOp, pipeline: Pipeline) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+    out, contexts = run_pipeline(sink, pipeline)
     items: list[ScheduleItem] = []
     # run order is the order of the ASSIGNs, not of their KERNELs: an ASSIGN also lists the kernels that
     # must run before it (assign ordering), which its KERNEL does not
@@ -127,12 +134,13 @@ class BindMismatchError(ValueError, RuntimeError):
 
 
 def forget_kept_results() -> None:
-    """Drop what schedules keep for later ones (folded index expressions, kernels found safe), so the next
+    """Drop what schedules keep for later ones (whole schedules, folded index expressions, kernels found safe), so the next
     schedule starts as the first of a process does (bench/schedule.py times each run so)."""
     from rulec.runtime.schedule import helpers, kernel_check
 
     helpers.forget_simplified()
     kernel_check.forget_safe()
+    forget_schedules()
 
 
 def _one_value_per_variable(binds: tuple[UOp, ...]) -> None:
