@@ -2,8 +2,10 @@
 TinyJit`): the decorated function runs as written every call, and the tensors it returns are realized
 before the call returns, as tinygrad's jit does.
 
-rulec does not capture and replay kernels: its scheduler is fast enough to schedule each call anew, and
-compiled kernels are cached by their code, so a call with the same shapes compiles nothing.
+rulec does not capture and replay kernels: a call builds its graph anew, whose schedule is the previous
+call's (schedules are kept by graph, with stand-ins for its buffers: runtime/schedule/schedule_cache.py),
+and compiled kernels are cached by their code, so a call with the same shapes schedules and compiles
+nothing.
 
 It keeps tinygrad's contract, so that a script that runs here runs there too. The calls are counted as
 tinygrad counts them: the first runs plainly, the second is tinygrad's capture, later ones its replay.

@@ -5,7 +5,8 @@ node lives in and the order inside each loop. Everything else was decided by rul
 
 Nesting comes from the ENDs: `END(body, r0, r1)` runs r1 inside r0, both inside the loops the END itself
 is in (its open ranges). A node lives in the innermost loop among its open ranges, so a value that does
-not change inside a loop is computed outside it (hoisted). Inside one block, items (nodes and whole inner
+not change inside a loop is computed outside it (hoisted), but for a read-only load used only past a
+reduction, which is loaded next to its users (`_sunk`). Inside one block, items (nodes and whole inner
 loops) are ordered by their dependencies, ties broken by the order of the kernel's toposort.
 """
 from __future__ import annotations
@@ -58,6 +59,15 @@ def linearize(sink: UOp) -> list[Step]:
             b = parent[b]
             out.append(b)
         return out[::-1]  # root (None) first
+
+    written = {u.src[0].src[0] for u in nodes if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
+    consumers: dict[UOp, list[UOp]] = {}
+    for n in nodes:
+        for s in n.src:
+            consumers.setdefault(s, []).append(n)
+    for u in nodes:
+        if _reads_unwritten(u, written) and u in consumers:
+            place[u] = _sunk(place[u], [chain(place[v]) for v in consumers[u]], chain)
 
     def item_at(x: UOp, block: UOp | None) -> UOp:
         """The item of `block` that holds `x`: x itself, or the inner loop of `block` around it."""
@@ -113,6 +123,31 @@ def linearize(sink: UOp) -> list[Step]:
 
     emit(None)
     return steps
+
+
+def _reads_unwritten(u: UOp, written: set[UOp]) -> bool:
+    """A load of a buffer the kernel never stores to: it may move anywhere its index is computed."""
+    return u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.DEFINE_GLOBAL \
+        and u.src[0].src[0] not in written
+
+
+def _sunk(block: UOp | None, user_chains: list[list[UOp | None]], chain) -> UOp | None:
+    """Where a read-only load goes: into the deepest block around all its users, through output loops only.
+    Loaded where its index is first known, a value used after a reduction (a bias, added once a tile's
+    accumulators are done) holds a register through the reduction, which the accumulators need; it is
+    loaded once per output iteration instead. Never into a reduction loop: that would load it each step."""
+    common = min(len(c) for c in user_chains)
+    lca = 0
+    while lca + 1 < common and all(c[lca + 1] == user_chains[0][lca + 1] for c in user_chains):
+        lca += 1
+    target = user_chains[0][:lca + 1]
+    here = chain(block)
+    if target[:len(here)] != here:
+        return block
+    deeper = target[len(here):]
+    if any(r.arg[-1] == "reduce" for r in deeper):
+        return block
+    return target[-1]
 
 
 def _loop_parents(topo: list[UOp]) -> dict[UOp, UOp | None]:
