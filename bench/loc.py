@@ -21,7 +21,7 @@ PARTS = {
     "callback modules": ("runtime/callbacks/*.py", "runtime/schedule/callbacks/*.py"),
     "pure helpers": ("runtime/schedule_helpers.py", "runtime/schedule/helpers.py", "runtime/schedule/multi.py"),
     "pipeline runner and driver": ("runtime/schedule.py", "runtime/schedule/pipeline.py", "runtime/schedule/matchers.py",
-                                   "runtime/schedule/scheduler.py", "runtime/engine/pipeline.py",
+                                   "runtime/schedule/scheduler.py", "runtime/schedule/schedule_cache.py", "runtime/engine/pipeline.py",
                                    "runtime/engine/matchers.py"),
 }
 
