@@ -379,3 +379,13 @@ def colored(st: str, color: str | None, background: bool = False) -> str:
         raise ValueError(f"colored: unknown color {color!r}: expected one of {', '.join(_COLORS)} (or upper case)")
     code = 10 * background + 60 * color.isupper() + 30 + _COLORS.index(color.lower())
     return f"\u001b[{code}m{st}\u001b[0m"
+
+
+def _register_settings() -> None:
+    # the runtime reads settings through a hook it does not import from: here, a Context reaches it too
+    from rulec.runtime.schedule import schedule_cache
+
+    schedule_cache.setting = getenv
+
+
+_register_settings()

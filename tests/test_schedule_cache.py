@@ -138,3 +138,30 @@ def test_the_kept_schedules_are_bounded(runs, monkeypatch):
     assert len(schedule_cache._kept) == 3
     (stored(np.ones(1, np.float32)) + 1).realize()  # dropped first: scheduled again
     assert runs[0] == 6
+
+
+def test_a_context_turns_the_cache_off_for_its_block(runs, monkeypatch):
+    from rulec.helpers import Context
+
+    monkeypatch.setattr(schedule_cache, "ENABLED", None)
+    monkeypatch.delenv("SCACHE", raising=False)
+    with Context(SCACHE=0):
+        for _ in range(2):
+            (stored(np.ones(3, np.float32)) * 3).realize()
+    assert runs[0] == 2
+    for _ in range(2):
+        (stored(np.ones(3, np.float32)) * 3).realize()
+    assert runs[0] == 3
+
+
+def test_a_pipeline_whose_stages_were_edited_in_place_is_another_key(runs):
+    pipe = scheduler.schedule_pipeline()
+    x = stored(np.arange(4, dtype=np.float32))
+    first, _ = scheduler.create_schedule(UOp.sink((x * 2).uop), pipe)
+    saved = list(pipe.stages)
+    try:
+        pipe.stages[:] = [s for s in pipe.stages if s.name != "assign ordering"]
+        scheduler.create_schedule(UOp.sink((x * 2).uop), pipe)
+    finally:
+        pipe.stages[:] = saved
+    assert runs[0] == 2 and len(first) == 1

@@ -24,8 +24,21 @@ from rulec.runtime.engine.trace import active_trace
 from rulec.runtime.ir.ops import OpAttrs as Ops  # plain class attributes: a fast Ops.X
 from rulec.runtime.ir.uop import UOp
 
-# SCACHE=0 schedules every graph anew (tinygrad's name for its own schedule cache switch)
-ENABLED = os.environ.get("SCACHE", "1") not in ("0", "")
+# SCACHE=0 schedules every graph anew (tinygrad's name for its own schedule cache switch), in the environment
+# or in a `Context(SCACHE=0)`: `setting` reads it, and rulec.helpers (which the runtime does not import) puts
+# its Context-aware getenv there. ENABLED, when not None, overrides both (tests)
+ENABLED: bool | None = None
+
+
+def setting(key: str, default: str) -> object:
+    return os.environ.get(key, default)
+
+
+def enabled() -> bool:
+    if ENABLED is not None:
+        return ENABLED
+    return str(setting("SCACHE", "1")) not in ("0", "")
+
 MAX_KEPT = 32
 # (graph, id of the pipeline, default device) -> (the pipeline, kept alive so that its id is not reused while
 # its schedules are kept; the schedule)
@@ -40,17 +53,18 @@ def cached_schedule(sink: UOp, pipeline: object, schedule: Callable[[UOp], tuple
                     ) -> tuple[list, dict[UOp, UOp]]:
     """`schedule(sink)`, reusing the schedule of an earlier graph equal to `sink` but for its buffers.
     While a trace records rewrites every graph is scheduled anew (a trace shows the rewrites that ran)."""
-    if not ENABLED or active_trace() is not None:
+    if not enabled() or active_trace() is not None:
         return schedule(sink)
     stand_in, inputs, originals = _with_stand_ins(sink)
-    key = (stand_in, id(pipeline), Device.DEFAULT)
-    entry = _kept.get(key)
-    if entry is None:
-        entry = _kept[key] = (pipeline, schedule(stand_in))
-        if len(_kept) > MAX_KEPT:
-            _kept.popitem(last=False)
-    else:
-        _kept.move_to_end(key)
+    # the stages by identity too: a pipeline whose stage list was edited in place is another pipeline
+    stages = tuple(map(id, getattr(pipeline, "stages", ())))
+    key = (stand_in, id(pipeline), stages, Device.DEFAULT)
+    entry = _kept.pop(key, None)  # popped and put back last: most recently used last, without a second lookup
+    if entry is None or entry[0] is not pipeline:
+        entry = (pipeline, schedule(stand_in))
+    _kept[key] = entry
+    while len(_kept) > MAX_KEPT:
+        _kept.popitem(last=False)
     return _bound(entry[1], inputs, originals)
 
 
@@ -86,6 +100,7 @@ def _bound(kept: tuple[list, dict[UOp, UOp]], inputs: dict[UOp, UOp], originals:
     memo: dict[UOp, UOp] = {}
 
     def rebuilt(root: UOp) -> UOp:
+        """`root` with every buffer bound (any node holding one is rebuilt above it)."""
         for u in root.toposort(gate=lambda n: n not in memo):
             if u in memo:
                 continue
@@ -96,6 +111,6 @@ def _bound(kept: tuple[list, dict[UOp, UOp]], inputs: dict[UOp, UOp], originals:
             memo[u] = u if all(a is b for a, b in zip(srcs, u.src)) else u.replace(src=srcs)
         return memo[root]
 
-    out_items = [dataclasses.replace(item, buffers=tuple(bind(b) for b in item.buffers)) for item in items]
+    out_items = [dataclasses.replace(item, buffers=tuple(map(rebuilt, item.buffers))) for item in items]
     out_becomes = {originals[u]: rebuilt(v) for u, v in becomes.items()}
     return out_items, out_becomes
