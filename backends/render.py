@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 
 from rulec.backends.parallel import parallel_loop
+from rulec.backends.vectorize import Pack, VectorSpec, plan_vectors
 from rulec.runtime.codegen.linearize import Step
 from rulec.runtime.codegen.lower import LoweredKernel, lower
 from rulec.runtime.ir.dtype import DType, dtypes
@@ -121,8 +122,15 @@ class Backend:
         self.type_name(dt)  # a dtype this language lacks is an error here too
         return _wrap_negative(self.fill(tmpl, v=text))
 
-    def render(self, kernel: LoweredKernel, name: str) -> str:
-        return _Renderer(self, kernel, name).run()
+    @functools.cached_property
+    def vectors(self) -> VectorSpec | None:
+        """The tile lanes this backend computes as vectors (backends/vectorize.py), or None."""
+        entry = self.spec.get("vectors")
+        return VectorSpec.from_yaml(entry) if entry else None
+
+    def render(self, kernel: LoweredKernel, name: str, vectors: bool = True) -> str:
+        """`kernel`'s source; `vectors=False` keeps every lane of a tile scalar (the same results)."""
+        return _Renderer(self, kernel, name, vectors).run()
 
 
 def _wrap_negative(text: str) -> str:
@@ -138,10 +146,10 @@ def backend(name: str) -> Backend:
     return Backend.load(BACKENDS_DIR / name)
 
 
-def render(ast: UOp, language: str, name: str | None = None) -> str:
+def render(ast: UOp, language: str, name: str | None = None, vectors: bool = True) -> str:
     """The complete source of the kernel `ast` in `language` ("c", "opencl", "cuda" or "metal")."""
     b = backend(language)
-    return b.render(lower(ast, b.target), name or kernel_name(ast))
+    return b.render(lower(ast, b.target), name or kernel_name(ast), vectors)
 
 
 def kernel_name(ast: UOp) -> str:
@@ -157,7 +165,7 @@ _INLINE = {Ops.CONST, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.AFTER, Ops.INDEX, O
 
 
 class _Renderer:
-    def __init__(self, b: Backend, k: LoweredKernel, name: str):
+    def __init__(self, b: Backend, k: LoweredKernel, name: str, vectors: bool = True):
         self.b, self.k, self.name = b, k, name
         self.names: dict[UOp, str] = {}
         self.gates: dict[UOp, str] = {}  # INDEX -> its gate's text
@@ -166,7 +174,10 @@ class _Renderer:
         self.counts: dict[str, int] = {}
         self.rounded_used: set[str] = set()  # dtypes whose rounding helper the kernel calls
         self.parallel = parallel_loop(k) if b.spec.get("parallel") else None
-
+        self.plan = plan_vectors(k.steps, b.vectors) if vectors and b.vectors is not None else None
+        self.vec: dict[tuple[UOp, ...], str] = {}  # a pack's lanes (a reg pack's: its accumulators) -> its name
+        self.vector_types: dict[str, str] = {}  # name -> typedefs
+        self.declared: dict[UOp, str] = {}  # DEFINE_REG -> the variable that holds it
     def rounded(self, dt: DType, text: str) -> str:
         """`text` (a value of `dt`) through the dtype's rounding template, where the backend has one."""
         tmpl = self.b.spec.get("rounded", {}).get(dt.scalar.name)
@@ -193,12 +204,16 @@ class _Renderer:
             self.names[v] = v.arg[0]
             params.append({"name": v.arg[0], "type": self.b.type_name(v.dtype), "buffer": False,
                            "index": len(params), "written": False})
-        for step in self.k.steps:
-            self.step(step)
+        for item in (self.plan.order if self.plan is not None else range(len(self.k.steps))):
+            if isinstance(item, Pack):
+                self.vector(item)
+            else:
+                self.step(self.k.steps[item])
         uses = {self.b.type_name(u.dtype) for u in self.k.lowered.toposort() if u.dtype.scalar.name != "void"
                  and self.b.spec["types"].get(u.dtype.scalar.name)}
         prelude = self.b.spec.get("prelude", "") + "".join(self.b.spec["rounding_helpers"][n]
-                                                           for n in sorted(self.rounded_used))
+                                                           for n in sorted(self.rounded_used)) \
+            + "".join(self.vector_types.values())
         return self.b.kernel_template.render(name=self.name, params=params, body=self.lines, uses=uses,
                                              prelude=prelude, global_size=self.k.global_size)
 
@@ -209,7 +224,7 @@ class _Renderer:
         u = s.uop
         if s.kind == "open":
             if self.parallel is not None and u is self.parallel.loop:
-                private = ", ".join(self.names[a] for a in self.parallel.private)
+                private = ", ".join(dict.fromkeys(self.declared[a] for a in self.parallel.private))
                 self.emit(self.b.fill(self.b.spec["parallel"], private=private))
             r = self.names[u] = self.fresh("r")
             self.emit(self.b.fill(self.b.spec["loop"], t=self.b.type_name(u.dtype), r=r, n=self.text(u.src[0])))
@@ -229,7 +244,7 @@ class _Renderer:
         elif op is Ops.SPECIAL:
             self.special(u)
         elif op is Ops.DEFINE_REG:
-            name = self.names[u] = self.fresh("acc")
+            name = self.names[u] = self.declared[u] = self.fresh("acc")
             self.emit(f"{self.b.type_name(u.dtype)} {name};")
         elif op is Ops.INDEX:
             self.names[u] = f"{self.text(u.src[0])}[{self.text(u.src[1])}]"
@@ -243,6 +258,54 @@ class _Renderer:
             self.alu(u)
         else:
             raise RenderError(f"{self.b.name}: cannot render {op.name} in kernel {self.name}")
+
+    def vector_type(self, dt: DType, lanes: int) -> str:
+        spec, t = self.b.spec["vectors"], self.b.type_name(dt)
+        name = self.b.fill(spec["name"], t=t.replace(" ", "_"), n=lanes)
+        if name not in self.vector_types:
+            self.vector_types[name] = self.b.fill(spec["typedef"], t=t, name=name, bytes=dt.scalar.itemsize * lanes,
+                                                  align=dt.scalar.itemsize)
+        return name
+
+    def vector(self, p: Pack) -> None:
+        """One pack of lanes (backends/vectorize.py) as one vector statement."""
+        spec = self.b.spec["vectors"]
+        dt = p.lanes[0].src[1].dtype if p.kind in ("store", "reg_store") else p.lanes[0].dtype
+        vt = self.vector_type(dt, len(p.lanes))
+        if p.kind == "reg":
+            name = self.vec[p.lanes] = self.fresh("acc")
+            self.declared.update((r, name) for r in p.lanes)
+            self.names.update((r, name) for r in p.lanes)  # an AFTER names its register; only packs read it
+            self.emit(f"{vt} {name};")
+            return
+        if p.kind == "store":
+            value = self.operand(p.operands[0], vt)
+            self.emit(self.b.fill(spec["store"], name=vt, ref=self.text(p.lanes[0].src[0]), v=value))
+            return
+        if p.kind == "reg_store":
+            self.emit(f"{self.vec[p.group]} = {self.operand(p.operands[0], vt)};")
+            return
+        if p.kind == "load":
+            value, prefix = self.b.fill(spec["load"], name=vt, ref=self.text(p.lanes[0].src[0])), "val"
+        elif p.kind == "reg_load":
+            value, prefix = self.vec[p.group], "val"
+        else:
+            u = p.lanes[0]
+            ops = [self.operand(o, vt) for o in p.operands]
+            value = self.b.fill(self.b.by_dtype(self.b.spec["ops"][u.op.name], dt), a=ops[0],
+                                b=ops[1] if len(ops) > 1 else "", c=ops[2] if len(ops) > 2 else "", t=vt,
+                                st=vt, ut=vt, bits=8 * dt.scalar.itemsize, safe_divisor=False)
+            prefix = "alu"
+        name = self.vec[p.lanes] = self.fresh(prefix)
+        self.emit(f"{vt} {name} = {value};")
+        for k, m in enumerate(p.lanes):
+            self.names[m] = f"{name}[{k}]"
+
+    def operand(self, lanes: tuple[UOp, ...], vt: str) -> str:
+        """A vector of `lanes`: their pack's, or the lanes' scalars put together."""
+        if lanes in self.vec and self.plan is not None and lanes in self.plan.values:
+            return self.vec[lanes]
+        return self.b.fill(self.b.spec["vectors"]["build"], name=vt, lanes=", ".join(self.text(u) for u in lanes))
 
     def special(self, u: UOp) -> None:
         spec = self.b.spec.get("thread_id")

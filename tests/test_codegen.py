@@ -318,7 +318,7 @@ def test_cpu_reduce_kernels_upcast_a_tile_of_their_two_innermost_output_loops():
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((32, 48)).astype(np.float32), rng.standard_normal((48, 16)).astype(np.float32)
     item = Tensor.schedule(T(a) @ T(b))[0]
-    src = item.render("c")
+    src = render(item.ast, "c", vectors=False)  # the tile's lanes as scalars (tests/test_vectorize.py: as vectors)
     lanes = INNER_LANES * UPCAST2
     assert all(f"float acc{k};" in src for k in range(lanes)) and f"acc{lanes};" not in src
     assert src.count("for (") == 3  # two output loops (32/UPCAST2 and 16/INNER_LANES long), one shared reduce
@@ -335,7 +335,7 @@ def test_cpu_reduce_kernels_upcast_their_innermost_output_loop_alone_when_no_til
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((3, 48)).astype(np.float32), rng.standard_normal((48, 16)).astype(np.float32)
     item = Tensor.schedule(T(a) @ T(b))[0]
-    src = item.render("c")
+    src = render(item.ast, "c", vectors=False)
     assert all(f"float acc{k};" in src for k in range(UPCAST)) and f"acc{UPCAST};" not in src
     assert f"< {16 // UPCAST}; " in src
     np.testing.assert_allclose((T(a) @ T(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
@@ -349,7 +349,7 @@ def test_a_convolution_tiles_output_channels_with_pixels_when_no_loop_is_a_multi
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((2, 3, 24, 24)).astype(np.float32), rng.standard_normal((32, 3, 5, 5)).astype(np.float32)
     out = T(x).conv2d(T(w))
-    src = Tensor.schedule(out)[-1].render("c")
+    src = render(Tensor.schedule(out)[-1].ast, "c", vectors=False)
     lanes = UPCAST * UPCAST2
     assert f"float acc{lanes - 1};" in src and f"acc{lanes};" not in src
     assert "< 4; " in src and "< 5; " in src  # 32 channels / 8 lanes, 20 pixels / 4 lanes
@@ -410,7 +410,8 @@ def test_a_large_kernel_splits_its_outer_output_loop_among_threads_with_private_
     lines = src.splitlines()
     (i,) = [n for n, line in enumerate(lines) if "#pragma omp parallel for" in line]
     assert lines[i + 1].lstrip().startswith("for (int r0 = 0;")  # the outermost loop, an output loop
-    declared = {line.split()[1].rstrip(";") for line in lines[:i] if line.strip().startswith("float acc")}
+    # scalar accumulators (float accN) or vector ones (rulec_floatx8 accN)
+    declared = {line.split()[1].rstrip(";") for line in lines[:i] if line.split()[1:2] and line.split()[1].startswith("acc")}
     assert declared and declared == set(lines[i].split("private(")[1].rstrip(")").split(", "))
     if openmp_flags(find_cc()) == ():
         pytest.skip("the C compiler builds no OpenMP code here")
