@@ -259,19 +259,29 @@ class _Renderer:
         else:
             raise RenderError(f"{self.b.name}: cannot render {op.name} in kernel {self.name}")
 
-    def vector_type(self, dt: DType, lanes: int) -> str:
-        spec, t = self.b.spec["vectors"], self.b.type_name(dt)
-        name = self.b.fill(spec["name"], t=t.replace(" ", "_"), n=lanes)
+    def vector_type(self, element: str, itemsize: int, lanes: int) -> str:
+        spec = self.b.spec["vectors"]
+        name = self.b.fill(spec["name"], t=element.replace(" ", "_"), n=lanes)
         if name not in self.vector_types:
-            self.vector_types[name] = self.b.fill(spec["typedef"], t=t, name=name, bytes=dt.scalar.itemsize * lanes,
-                                                  align=dt.scalar.itemsize)
+            self.vector_types[name] = self.b.fill(spec["typedef"], t=element, name=name, bytes=itemsize * lanes,
+                                                  align=itemsize)
         return name
+
+    def lanes_type(self, lanes: tuple[UOp, ...], itemsize: int) -> str:
+        """The vector type of `lanes`: of their dtype, or for bools a mask of `itemsize`-byte lanes."""
+        dt = lanes[0].dtype
+        if dt.scalar.name == "bool":
+            return self.vector_type(self.b.spec["vectors"]["masks"][str(itemsize)], itemsize, len(lanes))
+        return self.vector_type(self.b.type_name(dt), dt.scalar.itemsize, len(lanes))
 
     def vector(self, p: Pack) -> None:
         """One pack of lanes (backends/vectorize.py) as one vector statement."""
         spec = self.b.spec["vectors"]
-        dt = p.lanes[0].src[1].dtype if p.kind in ("store", "reg_store") else p.lanes[0].dtype
-        vt = self.vector_type(dt, len(p.lanes))
+        value_lanes = tuple(u.src[1] for u in p.lanes) if p.kind in ("store", "reg_store") else p.lanes
+        u = value_lanes[0]
+        # the lane width: a comparison's mask is as wide as what it compares
+        size = (u.src[0].dtype if u.dtype.scalar.name == "bool" else u.dtype).scalar.itemsize
+        vt = self.lanes_type(value_lanes, size)
         if p.kind == "reg":
             name = self.vec[p.lanes] = self.fresh("acc")
             self.declared.update((r, name) for r in p.lanes)
@@ -279,33 +289,39 @@ class _Renderer:
             self.emit(f"{vt} {name};")
             return
         if p.kind == "store":
-            value = self.operand(p.operands[0], vt)
+            value = self.operand(p.operands[0], size)
             self.emit(self.b.fill(spec["store"], name=vt, ref=self.text(p.lanes[0].src[0]), v=value))
             return
         if p.kind == "reg_store":
-            self.emit(f"{self.vec[p.group]} = {self.operand(p.operands[0], vt)};")
+            self.emit(f"{self.vec[p.group]} = {self.operand(p.operands[0], size)};")
             return
         if p.kind == "load":
             value, prefix = self.b.fill(spec["load"], name=vt, ref=self.text(p.lanes[0].src[0])), "val"
         elif p.kind == "reg_load":
             value, prefix = self.vec[p.group], "val"
         else:
-            u = p.lanes[0]
-            ops = [self.operand(o, vt) for o in p.operands]
-            value = self.b.fill(self.b.by_dtype(self.b.spec["ops"][u.op.name], dt), a=ops[0],
-                                b=ops[1] if len(ops) > 1 else "", c=ops[2] if len(ops) > 2 else "", t=vt,
-                                st=vt, ut=vt, bits=8 * dt.scalar.itemsize, safe_divisor=False)
+            ops = [self.operand(o, size) for o in p.operands]
+            mt = self.vector_type(spec["masks"][str(size)], size, len(p.lanes))
+            value = self.b.fill(spec["ops"][u.op.name], a=ops[0], b=ops[1] if len(ops) > 1 else "",
+                                c=ops[2] if len(ops) > 2 else "", vt=vt, mt=mt)
             prefix = "alu"
         name = self.vec[p.lanes] = self.fresh(prefix)
         self.emit(f"{vt} {name} = {value};")
+        mask = u.dtype.scalar.name == "bool"
         for k, m in enumerate(p.lanes):
-            self.names[m] = f"{name}[{k}]"
+            lane = f"{name}[{k}]"
+            self.names[m] = self.b.fill(spec["extract_mask"], a=lane) if mask else lane
 
-    def operand(self, lanes: tuple[UOp, ...], vt: str) -> str:
-        """A vector of `lanes`: their pack's, or the lanes' scalars put together."""
+    def operand(self, lanes: tuple[UOp, ...], itemsize: int) -> str:
+        """A vector of `lanes`: their pack's, or the lanes' scalars put together (bools as a mask of
+        `itemsize`-byte lanes)."""
         if lanes in self.vec and self.plan is not None and lanes in self.plan.values:
             return self.vec[lanes]
-        return self.b.fill(self.b.spec["vectors"]["build"], name=vt, lanes=", ".join(self.text(u) for u in lanes))
+        spec = self.b.spec["vectors"]
+        texts = [self.text(u) for u in lanes]
+        if lanes[0].dtype.scalar.name == "bool":
+            texts = [self.b.fill(spec["mask_lane"], a=t) for t in texts]
+        return self.b.fill(spec["build"], name=self.lanes_type(lanes, itemsize), lanes=", ".join(texts))
 
     def special(self, u: UOp) -> None:
         spec = self.b.spec.get("thread_id")

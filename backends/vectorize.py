@@ -10,11 +10,13 @@ Packs grow from their seeds, stores of consecutive elements, through the stored 
 - loads of consecutive elements are one vector load;
 - one accumulator per lane is one vector register, when every load and store of each is packed in lane order;
 - an ALU op the backend lists is one vector op; an operand is a pack, one value for every lane, or scalars
-  put together.
+  put together. A comparison's lanes are a mask (all ones or all zeros per lane), which a select reads.
 
-Each lane does the operations it did alone, in the same order: results are bitwise the scalar kernel's.
-A pack is computed where its last lane was. It is dropped, and its lanes stay scalar, where a lane's value
-would be used before that, or where it reads or writes a buffer the kernel both reads and writes.
+Each lane does the operations it did alone, in the same order: results are bitwise the scalar kernel's, but
+for the payload of a nan made from two (IEEE leaves it open; a compiler may swap a commutative op's operands).
+A pack is computed where its last lane was, and a scalar that reads a lane waits until then. A pack is
+dropped, and its lanes stay scalar, where that wait would move an access of a register or of a buffer the
+kernel both reads and writes, or a loop's end; an access of such a buffer is never packed.
 """
 from __future__ import annotations
 
@@ -194,8 +196,9 @@ class _Planner:
                        for u in lanes) or len({self.block[u] for u in lanes}) != 1:
             return None
         operands = tuple(tuple(u.src[i] for u in lanes) for i in range(len(u0.src)))
-        packable = u0.dtype.name in self.spec.dtypes
-        if u0.op is Ops.LOAD and packable:
+        # a comparison of packed dtypes is a mask: one all-ones or all-zeros integer of that width per lane
+        packable = u0.dtype.name in self.spec.dtypes or u0.op in GroupOp.Comparison and u0.src[0].dtype.name in self.spec.dtypes
+        if u0.op is Ops.LOAD and u0.dtype.name in self.spec.dtypes:
             regs = tuple(_reg(u.src[0]) for u in lanes)
             if all(r is None for r in regs):
                 return self.add("load", lanes) if self.memory_lanes(lanes) else None

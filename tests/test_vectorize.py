@@ -1,8 +1,8 @@
 """The C backend computes a tile's lanes of consecutive elements as GCC vectors (backends/vectorize.py).
 
-Every kernel here is compiled twice, with vectors and with every lane scalar, and run on the same inputs:
-the outputs must be equal bit for bit (each lane does the same operations in the same order), and equal
-to numpy's within rounding.
+Every kernel here is compiled twice, with vectors and with every lane scalar, and run on the same inputs
+(with nan, infinities and -0.0 among them): the outputs must be equal bit for bit, but for the payload of a
+nan (each lane does the same operations in the same order), and equal to numpy's within rounding.
 """
 from __future__ import annotations
 
@@ -30,12 +30,18 @@ def _run(ast, vectors: bool, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _inputs(ast) -> list[np.ndarray]:
+    """Random inputs for `ast`'s buffers, with a sprinkling of nan, infinities and -0.0."""
     k = lower(ast)
     out = []
     for g in k.globals:
-        dt = np.dtype(g.dtype.base.name) if g.dtype.base.name != "bool" else np.bool_
-        a = rng.standard_normal(g.dtype.size).astype(dt) if dt.kind == "f" else np.zeros(g.dtype.size, dt)
-        out.append(np.zeros_like(a) if g.arg in k.outputs and dt.kind == "f" else a)
+        dt = np.dtype(g.dtype.base.name)
+        if g.arg in k.outputs or dt.kind != "f":
+            out.append(np.zeros(g.dtype.size, dt))
+            continue
+        a = rng.standard_normal(g.dtype.size).astype(dt)
+        special = rng.random(g.dtype.size) < 0.02
+        a[special] = rng.choice(np.array([np.nan, np.inf, -np.inf, -0.0], dt), special.sum())
+        out.append(a)
     return out
 
 
@@ -49,6 +55,9 @@ PROGRAMS = {
     "matmul of a transposed operand": lambda: Tensor(f32(40, 32)).T @ Tensor(f32(40, 24)),
     "float64 matmul (not listed: scalar)": lambda: Tensor(f32(16, 16).astype(np.float64)) @ Tensor(f32(16, 16).astype(np.float64)),
     "max pool": lambda: Tensor(f32(2, 4, 16, 16)).max_pool2d(),
+    "max over a row, with nans": lambda: Tensor(np.where(f32(32, 64) > 1.5, np.nan, f32(32, 64)).astype(np.float32)).max(1),
+    "relu and its gradient": lambda: Tensor(f32(32, 16)).relu() @ Tensor(f32(16, 24)),
+    "select by a comparison of two tensors": lambda: (Tensor(f32(24, 16)) @ Tensor(f32(16, 16))).maximum(Tensor(f32(24, 16))),
 }
 
 
@@ -57,7 +66,16 @@ def test_vector_kernels_give_the_bits_of_scalar_ones(name):
     for item in Tensor.schedule(PROGRAMS[name]()):
         inputs = _inputs(item.ast)
         for a, b in zip(_run(item.ast, True, inputs), _run(item.ast, False, inputs)):
-            np.testing.assert_array_equal(a, b, err_msg=name)
+            _assert_same_bits(a, b, name)
+
+
+def _assert_same_bits(a: np.ndarray, b: np.ndarray, name: str) -> None:
+    """Equal bit for bit (-0.0 is not 0.0), but for which nan: IEEE leaves the payload and sign of a nan made
+    from two nans open, and a compiler may swap the operands of a commutative op in either form."""
+    if a.dtype.kind == "f":
+        assert np.array_equal(np.isnan(a), np.isnan(b)), name
+        a, b = np.where(np.isnan(a), 0, a), np.where(np.isnan(b), 0, b)
+    np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8), err_msg=name)
 
 
 def test_a_matmul_tile_loads_a_row_of_b_as_one_vector_and_broadcasts_a():
@@ -73,19 +91,35 @@ def test_a_matmul_tile_loads_a_row_of_b_as_one_vector_and_broadcasts_a():
     np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-5, atol=1e-5)
 
 
-def test_a_select_without_a_vector_form_stays_scalar_between_vector_ops():
-    # relu(conv + bias): the accumulators, loads and multiply-adds are vectors; the select is not in the
-    # backend's list, so its lanes are scalars, computed once the vector sum they read exists
+def _conv_ref(x, w, b):
+    n, _, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    ref = np.zeros((n, o, h - kh + 1, wd - kw + 1), np.float32)
+    for dy in range(kh):
+        for dx in range(kw):
+            ref += np.einsum("bchw,oc->bohw", x[:, :, dy:dy + h - kh + 1, dx:dx + wd - kw + 1], w[:, :, dy, dx])
+    return ref + b[None, :, None, None]
+
+
+def test_a_relu_is_a_vector_comparison_and_a_select_of_bits():
+    # relu(conv + bias): accumulators, loads, multiply-adds, the comparison (a mask) and the select are
+    # vectors; the select picks bits as the scalar one does
     x, w, b = f32(2, 3, 22, 22), f32(16, 3, 3, 3), f32(16)  # rows of 20 pixels: tiles of 8 channels x 4 pixels
     out = Tensor(x).conv2d(Tensor(w), Tensor(b)).relu()
     src = render(Tensor.schedule(out)[-1].ast, "c")
     assert "rulec_floatx4 acc" in src and "float acc" not in src
-    assert "union" in src  # the scalar select
-    ref = np.zeros((2, 16, 20, 20), np.float32)
-    for dy in range(3):
-        for dx in range(3):
-            ref += np.einsum("bchw,oc->bohw", x[:, :, dy:dy + 20, dx:dx + 20], w[:, :, dy, dx])
-    np.testing.assert_allclose(out.numpy(), np.maximum(ref + b[None, :, None, None], 0), rtol=1e-4, atol=1e-4)
+    assert "typedef int rulec_intx4 " in src and "union" not in src  # no scalar select is left
+    np.testing.assert_allclose(out.numpy(), np.maximum(_conv_ref(x, w, b), 0), rtol=1e-4, atol=1e-4)
+
+
+def test_an_op_without_a_vector_form_stays_scalar_between_vector_ops():
+    # exp2 has no vector template: its lanes are scalars, computed once the vector sum they read exists,
+    # and put together again for the vector ops after them
+    x, w, b = f32(2, 3, 22, 22), f32(16, 3, 3, 3), f32(16)
+    out = Tensor(x).conv2d(Tensor(w), Tensor(b)).sigmoid() * 3
+    src = render(Tensor.schedule(out)[-1].ast, "c")
+    assert "rulec_floatx4 acc" in src and "exp2f(" in src
+    np.testing.assert_allclose(out.numpy(), 3 / (1 + np.exp(-_conv_ref(x, w, b))), rtol=1e-4, atol=1e-4)
 
 
 def test_a_buffer_read_and_written_by_one_kernel_is_never_packed():
