@@ -277,7 +277,7 @@ class _Renderer:
     def vector(self, p: Pack) -> None:
         """One pack of lanes (backends/vectorize.py) as one vector statement."""
         spec = self.b.spec["vectors"]
-        value_lanes = tuple(u.src[1] for u in p.lanes) if p.kind in ("store", "reg_store") else p.lanes
+        value_lanes = tuple(u.src[1] for u in p.lanes) if p.kind in ("store", "reg_store", "scatter") else p.lanes
         u = value_lanes[0]
         # the lane width: a comparison's mask is as wide as what it compares
         size = (u.src[0].dtype if u.dtype.scalar.name == "bool" else u.dtype).scalar.itemsize
@@ -291,6 +291,15 @@ class _Renderer:
         if p.kind == "store":
             value = self.operand(p.operands[0], size)
             self.emit(self.b.fill(spec["store"], name=vt, ref=self.text(p.lanes[0].src[0]), v=value))
+            return
+        if p.kind == "scatter":
+            value = self.operand(p.operands[0], size)
+            if not value.isidentifier():
+                tmp = self.fresh("alu")
+                self.emit(f"{vt} {tmp} = {value};")
+                value = tmp
+            for k, st in enumerate(p.lanes):
+                self.emit(f"{self.text(st.src[0])} = {value}[{k}];")
             return
         if p.kind == "reg_store":
             self.emit(f"{self.vec[p.group]} = {self.operand(p.operands[0], size)};")

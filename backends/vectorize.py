@@ -1,11 +1,11 @@
 """Which lanes of a CPU kernel's tile are computed as one vector op (a backend with a `vectors` entry).
 
 The upcast step (runtime/codegen/steps.py) unrolls a tile: each lane is a scalar copy of the kernel's
-body with its own accumulator. Where the lanes of a tile loop read and write consecutive elements, their
-copies are one computation on neighbouring data, which one vector op does (superword packing, after
-Larsen and Amarasinghe). gcc does not find it itself: it vectorizes loops, and a tile's lanes are not a
+body with its own accumulator. The copies are one computation on the lanes' data, which one vector op does
+(superword packing, after Larsen and Amarasinghe). gcc does not find it itself: it vectorizes loops, and a tile's lanes are not a
 loop (docs/performance.md). A pack is a tuple of nodes, one per lane, with one op and dtype, in one loop.
-Packs grow from their seeds, stores of consecutive elements, through the stored values' sources:
+Packs grow from their seeds, stores of consecutive elements (one vector store) or of elements at one stride
+(a tile of output channels: each lane stored alone), through the stored values' sources:
 
 - loads of consecutive elements are one vector load;
 - one accumulator per lane is one vector register, when every load and store of each is packed in lane order;
@@ -43,10 +43,10 @@ class VectorSpec:
 
 @dataclass(eq=False)
 class Pack:
-    kind: str  # load | store | op | reg | reg_load | reg_store
+    kind: str  # load | store (consecutive) | scatter (strided: lane by lane) | op | reg | reg_load | reg_store
     lanes: tuple[UOp, ...]
     at: int  # the step that computes it: its last lane's
-    operands: tuple[tuple[UOp, ...], ...] = ()  # op: each source's lanes; store and reg_store: the value's
+    operands: tuple[tuple[UOp, ...], ...] = ()  # op: each source's lanes; stores: the value's
     group: tuple[UOp, ...] | None = None  # the accumulators of a reg, reg_load or reg_store pack
 
 
@@ -181,6 +181,28 @@ class _Planner:
                     values = tuple(s.src[1] for s in lanes)  # type: ignore[union-attr]
                     self.value(values)
                     self.add("store", lanes, (values,))  # type: ignore[arg-type]
+        # stores of equal stride that are not consecutive: the lanes are still computed as vectors, and each
+        # stored alone (a tile of output channels, whose elements lie a channel apart)
+        for by_offset in runs.values():
+            for w in self.spec.widths:
+                offsets = sorted(by_offset)
+                for i, c in enumerate(offsets):
+                    for c2 in offsets[i + 1:]:
+                        lanes = tuple(by_offset.get(c + k * (c2 - c)) for k in range(w))
+                        if any(s is None or s in self.plan.lane_of for s in lanes) or not self.scatter_lanes(lanes):
+                            continue
+                        values = tuple(s.src[1] for s in lanes)
+                        self.value(values)
+                        self.add("scatter", lanes, (values,))
+                        break
+
+    def scatter_lanes(self, lanes: tuple[UOp, ...]) -> bool:
+        """Ungated stores, in one loop, to one buffer the kernel does not read (at any stride)."""
+        idx = [u.src[0] for u in lanes]
+        buf = idx[0].src[0]
+        if buf.op is not Ops.DEFINE_GLOBAL or buf in self.shared or any(i.src[0] is not buf for i in idx):
+            return False
+        return len({self.block[u] for u in lanes}) == 1
 
     def value(self, lanes: tuple[UOp, ...]) -> Pack | None:
         """The pack computing `lanes`, made if it can be; None leaves them scalar. Below lanes that stay
@@ -293,7 +315,7 @@ class _Planner:
         """Whether `item` may wait for its sources past later steps: not an access of a register or of a
         buffer the kernel both reads and writes (their order is the program's), nor a loop's end."""
         if isinstance(item, Pack):
-            return item.kind in ("load", "op", "store")
+            return item.kind in ("load", "op", "store", "scatter")
         u = steps[item].uop
         if u.op in (Ops.LOAD, Ops.STORE):
             return _reg(u.src[0]) is None and not (u.src[0].op is Ops.INDEX and u.src[0].src[0] in self.shared)

@@ -45,6 +45,16 @@ def _inputs(ast) -> list[np.ndarray]:
     return out
 
 
+def _conv_grads():
+    x, w = Tensor(f32(4, 8, 12, 12), requires_grad=True), Tensor(f32(16, 8, 5, 5), requires_grad=True)
+    (x.relu().conv2d(w) * Tensor(f32(4, 16, 8, 8))).sum().backward()
+    return [x.grad, w.grad]
+
+
+def _schedule(out):
+    return Tensor.schedule(*out) if isinstance(out, list) else Tensor.schedule(out)
+
+
 PROGRAMS = {
     "matmul": lambda: Tensor(f32(64, 48)) @ Tensor(f32(48, 40)),
     "linear with bias": lambda: Tensor(f32(16, 72)).linear(Tensor(f32(72, 24)), Tensor(f32(24))),
@@ -55,6 +65,7 @@ PROGRAMS = {
     "matmul of a transposed operand": lambda: Tensor(f32(40, 32)).T @ Tensor(f32(40, 24)),
     "float64 matmul (not listed: scalar)": lambda: Tensor(f32(16, 16).astype(np.float64)) @ Tensor(f32(16, 16).astype(np.float64)),
     "max pool": lambda: Tensor(f32(2, 4, 16, 16)).max_pool2d(),
+    "conv gradients (tiles of channels: strided stores)": lambda: _conv_grads(),
     "max over a row, with nans": lambda: Tensor(np.where(f32(32, 64) > 1.5, np.nan, f32(32, 64)).astype(np.float32)).max(1),
     "relu and its gradient": lambda: Tensor(f32(32, 16)).relu() @ Tensor(f32(16, 24)),
     "select by a comparison of two tensors": lambda: (Tensor(f32(24, 16)) @ Tensor(f32(16, 16))).maximum(Tensor(f32(24, 16))),
@@ -63,7 +74,7 @@ PROGRAMS = {
 
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_vector_kernels_give_the_bits_of_scalar_ones(name):
-    for item in Tensor.schedule(PROGRAMS[name]()):
+    for item in _schedule(PROGRAMS[name]()):
         inputs = _inputs(item.ast)
         for a, b in zip(_run(item.ast, True, inputs), _run(item.ast, False, inputs)):
             _assert_same_bits(a, b, name)
@@ -122,6 +133,23 @@ def test_an_op_without_a_vector_form_stays_scalar_between_vector_ops():
     np.testing.assert_allclose(out.numpy(), 3 / (1 + np.exp(-_conv_ref(x, w, b))), rtol=1e-4, atol=1e-4)
 
 
+def test_a_tile_of_output_channels_is_vectors_stored_lane_by_lane():
+    # the weight gradient of a convolution: its tile is 8 output channels x 4 input channels, whose outputs
+    # lie 200 and 25 elements apart. The lanes are still vectors (accumulators, multiply-adds); each lane is
+    # stored alone
+    x, w, g = f32(4, 8, 12, 12), f32(16, 8, 5, 5), f32(4, 16, 8, 8)
+    wt = Tensor(w, requires_grad=True)
+    (Tensor(x).conv2d(wt) * Tensor(g)).sum().backward()
+    (item,) = [it for it in Tensor.schedule(wt.grad) if "rulec_floatx8 acc" in render(it.ast, "c")]
+    src = render(item.ast, "c")
+    assert "float acc" not in src and src.count("[7];") >= 1 and "*(rulec_floatx8_u*)&data0" not in src
+    ref = np.zeros_like(w)
+    for dy in range(5):
+        for dx in range(5):
+            ref[:, :, dy, dx] = np.einsum("bohw,bchw->oc", g, x[:, :, dy:dy + 8, dx:dx + 8])
+    np.testing.assert_allclose(wt.grad.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
 def test_a_buffer_read_and_written_by_one_kernel_is_never_packed():
     # the scheduler never makes such a kernel from a tensor program (an assign reads a copy), so one is made
     # here: a 32x32 matmul whose B is its own output. Its loads and stores of that buffer keep the program's
@@ -152,7 +180,7 @@ def test_every_rendered_step_appears_once_and_every_pack_after_its_sources():
     from rulec.backends.vectorize import Pack
 
     for build in PROGRAMS.values():
-        for item in Tensor.schedule(build()):
+        for item in _schedule(build()):
             k = lower(item.ast)
             plan = plan_vectors(k.steps, backend("c").vectors)
             seen: set = set()
