@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -128,9 +129,10 @@ class Backend:
         entry = self.spec.get("vectors")
         return VectorSpec.from_yaml(entry) if entry else None
 
-    def render(self, kernel: LoweredKernel, name: str, vectors: bool = True) -> str:
-        """`kernel`'s source; `vectors=False` keeps every lane of a tile scalar (the same results)."""
-        return _Renderer(self, kernel, name, vectors).run()
+    def render(self, kernel: LoweredKernel, name: str, vectors: bool | None = None) -> str:
+        """`kernel`'s source; `vectors=False` keeps every lane of a tile scalar (the same results; None: as
+        $RULEC_VECTORS says, on unless it is 0)."""
+        return _Renderer(self, kernel, name, vectors_wanted(vectors)).run()
 
 
 def _wrap_negative(text: str) -> str:
@@ -146,7 +148,12 @@ def backend(name: str) -> Backend:
     return Backend.load(BACKENDS_DIR / name)
 
 
-def render(ast: UOp, language: str, name: str | None = None, vectors: bool = True) -> str:
+def vectors_wanted(vectors: bool | None = None) -> bool:
+    """`vectors`, or where it is None $RULEC_VECTORS (read per call): a tile's lanes as vectors unless it is 0."""
+    return os.environ.get("RULEC_VECTORS", "1") != "0" if vectors is None else vectors
+
+
+def render(ast: UOp, language: str, name: str | None = None, vectors: bool | None = None) -> str:
     """The complete source of the kernel `ast` in `language` ("c", "opencl", "cuda" or "metal")."""
     b = backend(language)
     return b.render(lower(ast, b.target), name or kernel_name(ast), vectors)

@@ -116,7 +116,11 @@ class _Planner:
             if reg is not None:
                 self.reg_access.setdefault(reg, []).append(u)
         # buffers both read and written: their accesses keep their order, so none is packed
-        written = {u.src[0].src[0] for u in self.pos if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
+        self.stores_of: dict[UOp, list[UOp]] = {}
+        for u in self.pos:
+            if u.op is Ops.STORE and u.src[0].op is Ops.INDEX:
+                self.stores_of.setdefault(u.src[0].src[0], []).append(u)
+        written = set(self.stores_of)
         self.shared = {u.src[0].src[0] for u in self.pos if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX} & written
         self.linear_memo: dict = {}
         self.plan = VectorPlan()
@@ -159,7 +163,7 @@ class _Planner:
         buf = idx[0].src[0]
         if buf.op is not Ops.DEFINE_GLOBAL or buf in self.shared or any(i.src[0] is not buf for i in idx):
             return False
-        if len({self.block[u] for u in lanes}) != 1:
+        if len({self.block[u] for u in lanes}) != 1 or lanes[0].op is Ops.STORE and self.stores_between(lanes):
             return False
         t0, c0 = _linear(idx[0].src[1], self.linear_memo)
         return all(_linear(i.src[1], self.linear_memo) == (t0, c0 + k) for k, i in enumerate(idx))
@@ -202,7 +206,22 @@ class _Planner:
         buf = idx[0].src[0]
         if buf.op is not Ops.DEFINE_GLOBAL or buf in self.shared or any(i.src[0] is not buf for i in idx):
             return False
-        return len({self.block[u] for u in lanes}) == 1
+        return len({self.block[u] for u in lanes}) == 1 and not self.stores_between(lanes)
+
+    def stores_between(self, lanes: tuple[UOp, ...]) -> bool:
+        """Whether a store that may write a lane's element, and is not a lane, lies between the first lane and
+        the last: stored with the last lane, a lane would pass it, and two stores to one element keep their order."""
+        buf = lanes[0].src[0].src[0]
+        lo, hi = min(self.pos[u] for u in lanes), max(self.pos[u] for u in lanes)
+        return any(lo < self.pos[x] < hi and x not in lanes and any(self.may_alias(x, u) for u in lanes)
+                   for x in self.stores_of.get(buf, ()))
+
+    def may_alias(self, a: UOp, b: UOp) -> bool:
+        """Whether stores `a` and `b` may write one element: not when their indices differ by a constant."""
+        if a.src[0].src[0] is not b.src[0].src[0]:
+            return False
+        (ta, ca), (tb, cb) = _linear(a.src[0].src[1], self.linear_memo), _linear(b.src[0].src[1], self.linear_memo)
+        return ta != tb or ca == cb
 
     def value(self, lanes: tuple[UOp, ...]) -> Pack | None:
         """The pack computing `lanes`, made if it can be; None leaves them scalar. Below lanes that stay
@@ -341,13 +360,26 @@ class _Planner:
             out.append(item)
             done.update(item.lanes if isinstance(item, Pack) else (steps[item].uop,))
 
+        def stores(item: int | Pack) -> tuple[UOp, ...]:
+            """The memory stores `item` makes."""
+            lanes = item.lanes if isinstance(item, Pack) else (steps[item].uop,)
+            return tuple(u for u in lanes if u.op is Ops.STORE and u.src[0].op is Ops.INDEX)
+
+        def aliased(item: int | Pack, other: int | Pack) -> bool:
+            return any(self.may_alias(a, b) for a in stores(item) for b in stores(other))
+
+        def ready(item: int | Pack, queue: list[int | Pack]) -> bool:
+            # a store never passes a waiting store that may write the same element
+            before = queue[:queue.index(item)] if item in queue else queue
+            return missing(item) is None and not any(aliased(item, w) for w in before)
+
         def flush(block: UOp | None) -> None:
             queue = waiting.get(block, [])
             progress = True
             while progress:
                 progress = False
                 for item in list(queue):
-                    if missing(item) is None:
+                    if ready(item, queue):
                         queue.remove(item)
                         put(item)
                         progress = True
@@ -369,13 +401,17 @@ class _Planner:
             if hit is not None and hit[0].at != i:
                 continue
             item: int | Pack = hit[0] if hit is not None else i
-            gap = missing(item)
-            if gap is None:
+            queue = waiting.setdefault(loops[-1], [])
+            if ready(item, queue):
                 put(item)
                 flush(loops[-1])
             elif self.movable(item, steps):
-                waiting.setdefault(loops[-1], []).append(item)
-            else:
+                queue.append(item)
+            else:  # what it waits for: a source, or a store to its buffer before it that waits for one
+                gap = missing(item)
+                if gap is None:
+                    gap = next((m for w in queue if aliased(item, w) for m in [missing(w)] if m is not None),
+                               item.lanes[0] if isinstance(item, Pack) else s.uop)
                 return out, gap, done
         flush(None)
         return out, (missing(waiting[None][0]) if waiting.get(None) else None), done

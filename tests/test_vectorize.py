@@ -194,3 +194,32 @@ def test_every_rendered_step_appears_once_and_every_pack_after_its_sources():
                 if isinstance(item_, Pack) or k.steps[item_].kind == "op":
                     assert all(s in seen for u in made for s in u.src), "a value used before it is computed"
                 seen.update(made)
+
+
+def test_rulec_vectors_0_renders_every_lane_scalar(monkeypatch):
+    (item,) = Tensor.schedule(Tensor(f32(64, 48)) @ Tensor(f32(48, 40)))
+    assert "rulec_floatx8" in render(item.ast, "c")
+    monkeypatch.setenv("RULEC_VECTORS", "0")
+    assert "rulec_float" not in render(item.ast, "c") and "rulec_floatx8" in render(item.ast, "c", vectors=True)
+
+
+def test_stores_may_write_one_element_unless_their_indices_differ_by_a_constant():
+    # two stores to one element keep their order (a pack is stored with its last lane, and a waiting
+    # store never passes another): only indices that differ by a constant are known to be apart
+    from rulec.backends.vectorize import _Planner
+    from rulec.runtime.ir.dtype import dtypes
+    from rulec.runtime.ir.uop import UOp
+
+    buf, other = (UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(64), arg=n) for n in (0, 1))
+    r, q = UOp.range(8, 0), UOp.range(8, 1)
+    one = UOp.const(dtypes.float32, 1.0)
+
+    def store(b, idx):
+        return UOp(Ops.STORE, dtypes.void, (b.index(idx), one))
+
+    planner = _Planner((), backend("c").vectors)
+    at = lambda i: store(buf, i)  # noqa: E731
+    assert not planner.may_alias(at(r * 8 + 1), at(r * 8 + 2))
+    assert planner.may_alias(at(r * 8 + 1), at(1 + r * 8))
+    assert planner.may_alias(at(r * 8), at(q * 8))  # unknown: r may equal q
+    assert not planner.may_alias(at(r * 8), store(other, r * 8))
