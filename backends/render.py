@@ -331,7 +331,9 @@ class _Renderer:
     def operand(self, lanes: tuple[UOp, ...], itemsize: int) -> str:
         """A vector of `lanes`: their pack's, or the lanes' scalars put together (bools as a mask of
         `itemsize`-byte lanes)."""
-        if lanes in self.vec and self.plan is not None and lanes in self.plan.values:
+        # a mask serves a select of lanes as wide as what it compared; another is built again from its lanes
+        if lanes in self.vec and self.plan is not None and lanes in self.plan.values and (
+                lanes[0].dtype.scalar.name != "bool" or lanes[0].src[0].dtype.scalar.itemsize == itemsize):
             return self.vec[lanes]
         spec = self.b.spec["vectors"]
         texts = [self.text(u) for u in lanes]

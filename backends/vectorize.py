@@ -65,9 +65,18 @@ def _reg(x: UOp) -> UOp | None:
     return x if x.op is Ops.DEFINE_REG else None
 
 
+def _buffer(index: UOp) -> UOp:
+    """The buffer an INDEX addresses, through the AFTERs that order its accesses."""
+    b = index.src[0]
+    while b.op is Ops.AFTER:
+        b = b.src[0]
+    return b
+
+
 def _linear(x: UOp, memo: dict) -> tuple[frozenset, int]:
     """An index as (terms with their factors, constant), through ADD, SUB and MUL by a constant; anything
-    else is a term. Two indices whose terms agree differ by the difference of their constants."""
+    else is a term. Two indices whose terms agree differ by the difference of their constants: index
+    arithmetic does not wrap (the kernel checker bounds every index, runtime/schedule/kernel_check.py)."""
     if x in memo:
         return memo[x]
     if x.op is Ops.CONST and isinstance(x.arg, int):
@@ -119,9 +128,9 @@ class _Planner:
         self.stores_of: dict[UOp, list[UOp]] = {}
         for u in self.pos:
             if u.op is Ops.STORE and u.src[0].op is Ops.INDEX:
-                self.stores_of.setdefault(u.src[0].src[0], []).append(u)
+                self.stores_of.setdefault(_buffer(u.src[0]), []).append(u)
         written = set(self.stores_of)
-        self.shared = {u.src[0].src[0] for u in self.pos if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX} & written
+        self.shared = {_buffer(u.src[0]) for u in self.pos if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX} & written
         self.linear_memo: dict = {}
         self.plan = VectorPlan()
         self.groups: dict[tuple[UOp, ...], list[Pack]] = {}  # accumulators -> their packs
@@ -133,10 +142,10 @@ class _Planner:
         self.prune()
         while True:
             order, stuck, done = self.order(self.steps)
-            if stuck is None:
+            if stuck is None and self.complete(order):
                 self.plan.order = order
                 return self.plan
-            p = self.culprit(stuck, done)
+            p = None if stuck is None else self.culprit(stuck, done)
             if p is None:  # not a pack's doing (never seen): every lane scalar, in the linearizer's order
                 self.plan = VectorPlan(order=list(range(len(self.steps))))
                 return self.plan
@@ -160,8 +169,8 @@ class _Planner:
         idx = [u.src[0] for u in lanes]
         if any(i.op is not Ops.INDEX or len(i.src) != 2 for i in idx):
             return False
-        buf = idx[0].src[0]
-        if buf.op is not Ops.DEFINE_GLOBAL or buf in self.shared or any(i.src[0] is not buf for i in idx):
+        buf = _buffer(idx[0])
+        if buf.op is not Ops.DEFINE_GLOBAL or buf in self.shared or any(_buffer(i) is not buf for i in idx):
             return False
         if len({self.block[u] for u in lanes}) != 1 or lanes[0].op is Ops.STORE and self.stores_between(lanes):
             return False
@@ -174,7 +183,7 @@ class _Planner:
             if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and len(u.src[0].src) == 2 \
                     and u.src[1].dtype.name in self.spec.dtypes:
                 terms, c = _linear(u.src[0].src[1], self.linear_memo)
-                runs.setdefault((u.src[0].src[0], terms, self.block[u]), {})[c] = u
+                runs.setdefault((_buffer(u.src[0]), terms, self.block[u]), {})[c] = u
         for by_offset in runs.values():
             for w in self.spec.widths:
                 for c in sorted(by_offset):
@@ -203,22 +212,22 @@ class _Planner:
     def scatter_lanes(self, lanes: tuple[UOp, ...]) -> bool:
         """Ungated stores, in one loop, to one buffer the kernel does not read (at any stride)."""
         idx = [u.src[0] for u in lanes]
-        buf = idx[0].src[0]
-        if buf.op is not Ops.DEFINE_GLOBAL or buf in self.shared or any(i.src[0] is not buf for i in idx):
+        buf = _buffer(idx[0])
+        if buf.op is not Ops.DEFINE_GLOBAL or buf in self.shared or any(_buffer(i) is not buf for i in idx):
             return False
         return len({self.block[u] for u in lanes}) == 1 and not self.stores_between(lanes)
 
     def stores_between(self, lanes: tuple[UOp, ...]) -> bool:
         """Whether a store that may write a lane's element, and is not a lane, lies between the first lane and
         the last: stored with the last lane, a lane would pass it, and two stores to one element keep their order."""
-        buf = lanes[0].src[0].src[0]
+        buf = _buffer(lanes[0].src[0])
         lo, hi = min(self.pos[u] for u in lanes), max(self.pos[u] for u in lanes)
         return any(lo < self.pos[x] < hi and x not in lanes and any(self.may_alias(x, u) for u in lanes)
                    for x in self.stores_of.get(buf, ()))
 
     def may_alias(self, a: UOp, b: UOp) -> bool:
         """Whether stores `a` and `b` may write one element: not when their indices differ by a constant."""
-        if a.src[0].src[0] is not b.src[0].src[0]:
+        if _buffer(a.src[0]) is not _buffer(b.src[0]):
             return False
         (ta, ca), (tb, cb) = _linear(a.src[0].src[1], self.linear_memo), _linear(b.src[0].src[1], self.linear_memo)
         return ta != tb or ca == cb
@@ -337,7 +346,7 @@ class _Planner:
             return item.kind in ("load", "op", "store", "scatter")
         u = steps[item].uop
         if u.op in (Ops.LOAD, Ops.STORE):
-            return _reg(u.src[0]) is None and not (u.src[0].op is Ops.INDEX and u.src[0].src[0] in self.shared)
+            return _reg(u.src[0]) is None and not (u.src[0].op is Ops.INDEX and _buffer(u.src[0]) in self.shared)
         return u.op not in (Ops.DEFINE_REG, Ops.END, Ops.RANGE)
 
     def order(self, steps: tuple[Step, ...]) -> tuple[list[int | Pack], UOp | None, set[UOp]]:
@@ -368,10 +377,23 @@ class _Planner:
         def aliased(item: int | Pack, other: int | Pack) -> bool:
             return any(self.may_alias(a, b) for a in stores(item) for b in stores(other))
 
+        def earlier(item: int | Pack, queue: list[int | Pack]) -> list[int | Pack]:
+            """What waits before `item`: ahead of it in its queue, and in the queues of the loops around."""
+            outer = [w for b in loops[:-1] for w in waiting.get(b, [])]
+            return outer + (queue[:queue.index(item)] if item in queue else queue)
+
+        def blocker(item: int | Pack, queue: list[int | Pack]) -> UOp:
+            """What `item` waits for in vain: a source, or one of a waiting store before it that may write the
+            same element; else `item` itself (the culprit is then its pack, or none)."""
+            for x in (item, *(w for w in earlier(item, queue) if aliased(item, w))):
+                gap = missing(x)
+                if gap is not None:
+                    return gap
+            return item.lanes[0] if isinstance(item, Pack) else steps[item].uop
+
         def ready(item: int | Pack, queue: list[int | Pack]) -> bool:
             # a store never passes a waiting store that may write the same element
-            before = queue[:queue.index(item)] if item in queue else queue
-            return missing(item) is None and not any(aliased(item, w) for w in before)
+            return missing(item) is None and not any(aliased(item, w) for w in earlier(item, queue))
 
         def flush(block: UOp | None) -> None:
             queue = waiting.get(block, [])
@@ -393,7 +415,7 @@ class _Planner:
             if s.kind == "close":
                 flush(loops[-1])
                 if waiting.get(loops[-1]):
-                    return out, missing(waiting[loops[-1]][0]), done
+                    return out, blocker(waiting[loops[-1]][0], waiting[loops[-1]]), done
                 out.append(i)
                 loops.pop()
                 continue
@@ -407,14 +429,16 @@ class _Planner:
                 flush(loops[-1])
             elif self.movable(item, steps):
                 queue.append(item)
-            else:  # what it waits for: a source, or a store to its buffer before it that waits for one
-                gap = missing(item)
-                if gap is None:
-                    gap = next((m for w in queue if aliased(item, w) for m in [missing(w)] if m is not None),
-                               item.lanes[0] if isinstance(item, Pack) else s.uop)
-                return out, gap, done
+            else:
+                return out, blocker(item, queue), done
         flush(None)
-        return out, (missing(waiting[None][0]) if waiting.get(None) else None), done
+        return out, (blocker(waiting[None][0], waiting[None]) if waiting.get(None) else None), done
+
+    def complete(self, order: list[int | Pack]) -> bool:
+        """Whether `order` renders every step of the kernel once, itself or as a lane of a pack."""
+        ops = sum(len(i.lanes) if isinstance(i, Pack) else self.steps[i].kind == "op" for i in order)
+        return ops == len(self.pos) and len(order) - sum(isinstance(i, Pack) for i in order) + \
+            sum(len(i.lanes) for i in order if isinstance(i, Pack)) == len(self.steps)
 
     def culprit(self, x: UOp, done: set[UOp]) -> Pack | None:
         """The pack whose lanes `x` waits for, through values that wait for them."""

@@ -518,3 +518,18 @@ def test_a_value_read_inside_a_reduction_is_not_sunk_into_its_loop():
     scale = next(i for i, buf in enumerate(item.buffers) if buf.arg == 64 and i != 0)
     assert all(r.arg[-1] != "reduce" for r in _loops_open_at(k.steps, _global_load(scale)))
     np.testing.assert_allclose(out.numpy(), (np.exp(a) * s[:, None]).sum(1), rtol=1e-4)
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON", CL])
+def test_a_kernel_whose_reads_of_a_buffer_all_fold_away_still_takes_that_buffer(device):
+    # a strided, padded window that lands only on padding: the gate rules fold every read of the input to 0,
+    # but the schedule item still passes the input, so the kernel must still take it as a parameter (it was
+    # "takes 2 buffers, got 3")
+    saved = Device.DEFAULT
+    Device.DEFAULT = device
+    try:
+        x, w = T(np.arange(1, 4, dtype=np.float32).reshape(1, 1, 1, 3)), T(np.full((1, 1, 1, 1), 2, np.float32))
+        out = x.conv2d(w, stride=2, padding=1).numpy()
+    finally:
+        Device.DEFAULT = saved
+    np.testing.assert_array_equal(out, np.zeros((1, 1, 2, 3), np.float32))

@@ -223,3 +223,49 @@ def test_stores_may_write_one_element_unless_their_indices_differ_by_a_constant(
     assert planner.may_alias(at(r * 8 + 1), at(1 + r * 8))
     assert planner.may_alias(at(r * 8), at(q * 8))  # unknown: r may equal q
     assert not planner.may_alias(at(r * 8), store(other, r * 8))
+
+
+def test_a_store_waiting_for_a_pack_is_not_passed_by_a_store_to_its_element_in_an_inner_loop():
+    # made by hand (the scheduler makes no such kernel today): for r { v_k = data1[8r+k] * 2 (a pack);
+    # data2[8r+k] = v_k (a store pack); data0[r] = v_0; for q { data0[r] = 1 } }. The store of v_0 waits
+    # for the pack (lane 7 comes after the inner loop); the inner loop's store to the same element must not
+    # run first (found by a fuzzing review: the check looked only at the inner loop's own waiting stores)
+    from rulec.backends.render import _Renderer
+    from rulec.runtime.codegen.linearize import Step
+    from rulec.runtime.codegen.lower import LoweredKernel
+    from rulec.runtime.ir.dtype import dtypes
+    from rulec.runtime.ir.uop import UOp
+
+    f = dtypes.float32
+    g0, g1, g2 = (UOp(Ops.DEFINE_GLOBAL, f.ptr(16), arg=n) for n in (0, 1, 2))
+    r, q = UOp.range(2, 0), UOp.range(4, 1)
+    two, one = UOp.const(f, 2.0), UOp.const(f, 1.0)
+    base = r * 8
+    offsets = [base] + [base + k for k in range(1, 8)]
+    loads = [UOp(Ops.LOAD, f, (g1.index(i),)) for i in offsets]
+    values = [x * two for x in loads]
+    stores = [UOp(Ops.STORE, dtypes.void, (g2.index(i), v)) for i, v in zip(offsets, values)]
+    first = UOp(Ops.STORE, dtypes.void, (g0.index(r), values[0]))
+    inner = UOp(Ops.STORE, dtypes.void, (g0.index(r), one))
+
+    def lane(k):
+        return [Step("op", u) for u in (loads[k].src[0], loads[k], values[k], stores[k].src[0], stores[k])]
+
+    steps = [Step("op", u) for u in (g0, g1, g2, two, one, *{c for o in offsets for c in o.src if c.op is Ops.CONST})]
+    steps += [Step("open", r), *(Step("op", o) for o in offsets), *lane(0), Step("op", first.src[0]), Step("op", first),
+              Step("open", q), Step("op", inner), Step("close", q)]
+    for k in range(1, 8):
+        steps += lane(k)
+    steps = tuple(steps + [Step("close", r)])
+    kernel = LoweredKernel(None, UOp.sink(*stores, first, inner), steps, (g0, g1, g2), (), (0, 2), ())
+    data = np.arange(16, dtype=np.float32) + 3
+    got = {}
+    for vectors in (True, False):
+        src = _Renderer(backend("c"), kernel, "hand_made", vectors).run()
+        bufs = [np.zeros(16, np.float32), data.copy(), np.zeros(16, np.float32)]
+        compile_c("hand_made", src)(bufs)
+        got[vectors] = bufs
+    np.testing.assert_array_equal(got[False][0][:2], [1, 1])
+    for a, b in zip(got[True], got[False]):
+        np.testing.assert_array_equal(a, b)
+    assert "rulec_floatx8" in _Renderer(backend("c"), kernel, "hand_made", True).run()  # the pack is still made

@@ -62,7 +62,11 @@ def _lower_with(ast: UOp, pipe: Pipeline) -> LoweredKernel:
     sink = ast if ast.op is Ops.SINK else UOp.sink(ast)
     lowered, _ = run_pipeline(sink, pipe)
     nodes = lowered.toposort()
-    globals_ = tuple(sorted((u for u in nodes if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg))
+    # every buffer of the kernel is a parameter, also one whose every read the rules folded away (a window
+    # that only reads padding): the runner passes the schedule item's buffers, all of them
+    by_arg = {u.arg: u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}
+    by_arg.update((u.arg, u) for u in nodes if u.op is Ops.DEFINE_GLOBAL)
+    globals_ = tuple(by_arg[a] for a in sorted(by_arg))
     variables = tuple(sorted((u for u in nodes if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0]))
     outputs = tuple(sorted({u.src[0].src[0].arg for u in nodes if u.op is Ops.STORE
                             and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.DEFINE_GLOBAL}))
