@@ -1,5 +1,6 @@
 """Compiled C kernels under AddressSanitizer: random pad, shrink, flip and assign programs make no
-out-of-bounds access (a gated load never touches memory outside its buffer), with results equal to numpy.
+out-of-bounds access (a gated load never touches memory outside its buffer), with results equal to numpy;
+nor do tiles rendered as vectors (a vector load reads exactly its lanes' elements).
 
 The kernels are built with -fsanitize=address in a subprocess that preloads the ASan runtime (a process
 cannot load an ASan library otherwise); any report makes the subprocess fail.
@@ -36,6 +37,13 @@ SCRIPT = textwrap.dedent("""
         b = Tensor(a.copy()); b.realize()
         b.assign(b.flip(0).flip(0) * 3 + 1).realize()
         np.testing.assert_allclose(b.numpy(), a * 3 + 1, rtol=1e-5, atol=1e-5)
+    # tiles as vectors (backends/vectorize.py): vector loads and stores of 8 and 4 lanes, and strided tiles
+    x, y = rng.standard_normal((24, 40)).astype(np.float32), rng.standard_normal((40, 16)).astype(np.float32)
+    np.testing.assert_allclose((Tensor(x) @ Tensor(y)).relu().numpy(), np.maximum(x @ y, 0), rtol=1e-4, atol=1e-4)
+    img, w = Tensor(rng.standard_normal((2, 3, 10, 10)).astype(np.float32), requires_grad=True), \
+        Tensor(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), requires_grad=True)
+    img.conv2d(w).relu().sum().backward()
+    assert np.isfinite(img.grad.numpy()).all() and np.isfinite(w.grad.numpy()).all()
     print("clean")
 """)
 
