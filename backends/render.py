@@ -185,6 +185,7 @@ class _Renderer:
         self.vec: dict[tuple[UOp, ...], str] = {}  # a pack's lanes (a reg pack's: its accumulators) -> its name
         self.vector_types: dict[str, str] = {}  # name -> typedefs
         self.declared: dict[UOp, str] = {}  # DEFINE_REG -> the variable that holds it
+
     def rounded(self, dt: DType, text: str) -> str:
         """`text` (a value of `dt`) through the dtype's rounding template, where the backend has one."""
         tmpl = self.b.spec.get("rounded", {}).get(dt.scalar.name)
@@ -332,8 +333,8 @@ class _Renderer:
         """A vector of `lanes`: their pack's, or the lanes' scalars put together (bools as a mask of
         `itemsize`-byte lanes)."""
         # a mask serves a select of lanes as wide as what it compared; another is built again from its lanes
-        if lanes in self.vec and self.plan is not None and lanes in self.plan.values and (
-                lanes[0].dtype.scalar.name != "bool" or lanes[0].src[0].dtype.scalar.itemsize == itemsize):
+        if lanes in self.vec and (lanes[0].dtype.scalar.name != "bool"
+                                  or lanes[0].src[0].dtype.scalar.itemsize == itemsize):
             return self.vec[lanes]
         spec = self.b.spec["vectors"]
         texts = [self.text(u) for u in lanes]

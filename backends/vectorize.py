@@ -163,9 +163,9 @@ class _Planner:
             self.plan.values[lanes] = p
         return p
 
-    def memory_lanes(self, lanes: tuple[UOp, ...]) -> bool:
-        """Ungated accesses, in one loop, of consecutive elements of one buffer that no lane both reads and
-        writes."""
+    def memory_lanes(self, lanes: tuple[UOp, ...], consecutive: bool = True) -> bool:
+        """Ungated accesses, in one loop, of one buffer that the kernel does not both read and write, with no
+        store that may write a lane's element between the lanes; of consecutive elements where asked."""
         idx = [u.src[0] for u in lanes]
         if any(i.op is not Ops.INDEX or len(i.src) != 2 for i in idx):
             return False
@@ -175,7 +175,7 @@ class _Planner:
         if len({self.block[u] for u in lanes}) != 1 or lanes[0].op is Ops.STORE and self.stores_between(lanes):
             return False
         t0, c0 = _linear(idx[0].src[1], self.linear_memo)
-        return all(_linear(i.src[1], self.linear_memo) == (t0, c0 + k) for k, i in enumerate(idx))
+        return not consecutive or all(_linear(i.src[1], self.linear_memo) == (t0, c0 + k) for k, i in enumerate(idx))
 
     def seed_stores(self) -> None:
         runs: dict[tuple, dict[int, UOp]] = {}
@@ -184,38 +184,22 @@ class _Planner:
                     and u.src[1].dtype.name in self.spec.dtypes:
                 terms, c = _linear(u.src[0].src[1], self.linear_memo)
                 runs.setdefault((_buffer(u.src[0]), terms, self.block[u]), {})[c] = u
-        for by_offset in runs.values():
-            for w in self.spec.widths:
-                for c in sorted(by_offset):
-                    lanes = tuple(by_offset.get(c + k) for k in range(w))
-                    if any(s is None or s in self.plan.lane_of for s in lanes) \
-                            or not self.memory_lanes(lanes):  # type: ignore[arg-type]
-                        continue
-                    values = tuple(s.src[1] for s in lanes)  # type: ignore[union-attr]
-                    self.value(values)
-                    self.add("store", lanes, (values,))  # type: ignore[arg-type]
-        # stores of equal stride that are not consecutive: the lanes are still computed as vectors, and each
-        # stored alone (a tile of output channels, whose elements lie a channel apart)
-        for by_offset in runs.values():
-            for w in self.spec.widths:
+        # consecutive stores first (one vector store), then stores at one stride: the lanes are still computed
+        # as vectors, and each stored alone (a tile of output channels, whose elements lie a channel apart)
+        for consecutive in (True, False):
+            for by_offset in runs.values():
                 offsets = sorted(by_offset)
-                for i, c in enumerate(offsets):
-                    for c2 in offsets[i + 1:]:
-                        lanes = tuple(by_offset.get(c + k * (c2 - c)) for k in range(w))
-                        if any(s is None or s in self.plan.lane_of for s in lanes) or not self.scatter_lanes(lanes):
-                            continue
-                        values = tuple(s.src[1] for s in lanes)
-                        self.value(values)
-                        self.add("scatter", lanes, (values,))
-                        break
-
-    def scatter_lanes(self, lanes: tuple[UOp, ...]) -> bool:
-        """Ungated stores, in one loop, to one buffer the kernel does not read (at any stride)."""
-        idx = [u.src[0] for u in lanes]
-        buf = _buffer(idx[0])
-        if buf.op is not Ops.DEFINE_GLOBAL or buf in self.shared or any(_buffer(i) is not buf for i in idx):
-            return False
-        return len({self.block[u] for u in lanes}) == 1 and not self.stores_between(lanes)
+                for w in self.spec.widths:
+                    for i, c in enumerate(offsets):
+                        for stride in ((1,) if consecutive else (c2 - c for c2 in offsets[i + 1:])):
+                            lanes = tuple(by_offset.get(c + k * stride) for k in range(w))
+                            if any(s is None or s in self.plan.lane_of for s in lanes) \
+                                    or not self.memory_lanes(lanes, consecutive):  # type: ignore[arg-type]
+                                continue
+                            values = tuple(s.src[1] for s in lanes)  # type: ignore[union-attr]
+                            self.value(values)
+                            self.add("store" if consecutive else "scatter", lanes, (values,))  # type: ignore[arg-type]
+                            break
 
     def stores_between(self, lanes: tuple[UOp, ...]) -> bool:
         """Whether a store that may write a lane's element, and is not a lane, lies between the first lane and
